@@ -1,0 +1,73 @@
+"""`fabric init`, `fabric validate`, `fabric schema`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from llm_fabric.cli.output import console, print_json, print_problems
+from llm_fabric.site.init import examples, init_site
+from llm_fabric.site.schemas import export_schemas
+from llm_fabric.site.validation import validate_site
+
+
+@click.command("init")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--example", metavar="NAME", help="Start from a shipped example (e.g. cerit-sc).")
+def init_command(directory: Path, example: str | None) -> None:
+    """Create a site repo in DIRECTORY (git init, schemas, first commit).
+
+    \b
+    Example:
+      fabric init ./site --example cerit-sc
+    """
+    result = init_site(directory, example)
+    what = f"example `{example}`" if example else "empty skeleton"
+    console.print(f"created site repo [bold]{result.root}[/] from {what}: {len(result.files)} files")
+    console.print(f"schemas in {result.root / 'schemas'}; first commit {result.commit or '(none)'}")
+
+
+init_command.help = (init_command.help or "") + f"\n\nExamples shipped: {', '.join(examples())}."
+
+
+@click.command("validate")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def validate_command(directory: Path, as_json: bool) -> int:
+    """Check a site repo: schema, references, signatures and policies.
+
+    Exit 0 when valid, 2 on schema/reference problems, 3 on policy violations.
+
+    \b
+    Example:
+      fabric validate ./site --json
+    """
+    report = validate_site(directory)
+    if as_json:
+        print_json(report.as_dict())
+        return report.exit_code
+    print_problems("problems", report.problems)
+    print_problems("policy violations", report.violations, style="yellow")
+    counts = ", ".join(f"{v} {k}" for k, v in report.summary.items())
+    if report.exit_code == 0:
+        console.print(f"[green]valid[/]: {directory} ({counts})")
+    else:
+        console.print(f"[red]not valid[/]: {directory}" + (f" ({counts})" if counts else ""))
+    return report.exit_code
+
+
+@click.command("schema")
+@click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write to.")
+def schema_command(out: Path) -> None:
+    """Export the JSON Schema of every site-repo file kind.
+
+    \b
+    Example:
+      fabric schema -o ./schemas
+    """
+    for path in export_schemas(out):
+        console.print(f"wrote {path}")
+
+
+commands = [init_command, validate_command, schema_command]

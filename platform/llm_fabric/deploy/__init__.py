@@ -1,0 +1,1 @@
+"""From the site repo to Kubernetes resources: placement, resource builders, Pulumi components."""

@@ -1,0 +1,35 @@
+"""Where the distribution's data folders are: inside the wheel, or in the source checkout.
+
+A wheel carries `enrollment/ engine/ kernels/ policies/ playbooks/ stacks/ examples/` under
+`llm_fabric/_data/`; an editable install reads them from the checkout next to `platform/`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from llm_fabric.errors import FabricError
+
+DATA_FOLDERS = ("enrollment", "engine", "kernels", "policies", "playbooks", "stacks", "examples")
+
+
+@cache
+def data_root() -> Path:
+    packaged = Path(__file__).resolve().parent / "_data"
+    if (packaged / "examples").is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "examples").is_dir() and (checkout / "pyproject.toml").is_file():
+        return checkout
+    raise FabricError(
+        "the distribution's data folders were not found",
+        hint="reinstall llm-fabric (`pip install .`); the wheel must contain llm_fabric/_data",
+    )
+
+
+def data_path(folder: str, *parts: str) -> Path:
+    """Path of a shipped data file, e.g. `data_path("enrollment", "gpus.yaml")`."""
+    if folder not in DATA_FOLDERS:
+        raise ValueError(f"unknown data folder {folder!r}")
+    return data_root().joinpath(folder, *parts)

@@ -1,0 +1,1 @@
+"""Engine recipes (engine/models/*.yaml), the capacity model and vLLM engine arguments."""

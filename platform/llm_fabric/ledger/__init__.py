@@ -1,0 +1,1 @@
+"""Usage ledgers and the federation's monthly report."""

@@ -1,0 +1,1 @@
+"""Sovereignty, allocation and tier policies: the distribution's defaults and their evaluation."""

@@ -1,0 +1,81 @@
+"""The site repo is a real git repository; these helpers run the git CLI.
+
+Commits take an exclusive lock on `.git/fabric.lock` so that concurrent enrolments into one repo
+serialise their add+commit instead of racing for git's index lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from llm_fabric.errors import UsageError
+
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "llm-fabric",
+    "GIT_AUTHOR_EMAIL": "fabric@localhost",
+    "GIT_COMMITTER_NAME": "llm-fabric",
+    "GIT_COMMITTER_EMAIL": "fabric@localhost",
+}
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    probe = subprocess.run(
+        ["git", "config", "user.email"], cwd=root, capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0 or not probe.stdout.strip():
+        env.update(_IDENTITY)
+    return env
+
+
+def git(root: Path, *args: str, check: bool = True) -> str:
+    try:
+        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, env=_env(root), check=False)
+    except FileNotFoundError as exc:
+        raise UsageError("git is not installed", hint="install git (apt-get install git)") from exc
+    if check and proc.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} failed in {root}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout
+
+
+def is_repo(root: Path) -> bool:
+    return (root / ".git").exists()
+
+
+def init_repo(root: Path) -> None:
+    git(root, "init", "-q", "-b", "main")
+
+
+@contextmanager
+def repo_lock(root: Path) -> Iterator[None]:
+    lock_path = root / ".git" / "fabric.lock"
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def commit_paths(root: Path, paths: Sequence[Path], message: str) -> str | None:
+    """Stage `paths` (relative or absolute) and commit them alone; returns the commit id, or None if unchanged."""
+    rel = [str(p.relative_to(root) if p.is_absolute() else p) for p in paths]
+    with repo_lock(root):
+        git(root, "add", "-A", "--", *rel)
+        if not git(root, "diff", "--cached", "--name-only", "--", *rel).strip():
+            return None
+        git(root, "commit", "-q", "-m", message, "--", *rel)
+        return git(root, "rev-parse", "HEAD").strip()
+
+
+def show_file(root: Path, rev: str, path: str) -> str | None:
+    """Content of `path` at `rev`, or None when it did not exist there."""
+    proc = subprocess.run(
+        ["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True, env=_env(root), check=False
+    )
+    return proc.stdout if proc.returncode == 0 else None

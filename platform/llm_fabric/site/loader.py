@@ -1,0 +1,305 @@
+"""Load a site repo directory into a `SiteRepo`, reporting every problem of every file at once.
+
+Order: parse and validate each file on its own (schema errors), then check the references
+between files (a node's site and owner exist, a deployment's recipe exists, allocations fit
+what the owner contributed). Nothing is changed; a later step may act on a valid `SiteRepo`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from llm_fabric.distribution import data_path
+from llm_fabric.documents import Document, read_yaml, suggest, validate_document
+from llm_fabric.engine.recipes import recipe_ids
+from llm_fabric.errors import ConfigError, Problem
+from llm_fabric.site.models import (
+    Deployment,
+    FabricConfig,
+    LedgerConfig,
+    NodeManifest,
+    PolicySet,
+    Tenant,
+)
+
+M = TypeVar("M", bound=BaseModel)
+
+FABRIC_FILE = "fabric.yaml"
+LEDGER_FILE = "ledger.yaml"
+COLLECTIONS = ("nodes", "tenants", "deployments", "policies")
+
+
+@dataclass
+class SiteRepo:
+    root: Path
+    config: FabricConfig
+    nodes: dict[str, NodeManifest] = field(default_factory=dict)
+    tenants: dict[str, Tenant] = field(default_factory=dict)
+    deployments: dict[str, Deployment] = field(default_factory=dict)
+    site_policies: dict[str, PolicySet] = field(default_factory=dict)
+    ledger: LedgerConfig | None = None
+    documents: dict[Path, Document] = field(default_factory=dict)
+
+    def path_of(self, collection: str, name: str) -> Path:
+        return self.root / collection / f"{name}.yaml"
+
+    def line_of(self, path: Path, *loc: int | str) -> int | None:
+        doc = self.documents.get(path)
+        return doc.line_of(tuple(loc)) if doc is not None else None
+
+    def problem(self, path: Path, loc: tuple[int | str, ...], message: str, hint: str | None = None) -> Problem:
+        field_path = ".".join(str(s) for s in loc) or None
+        return Problem(message, file=path, line=self.line_of(path, *loc), field=field_path, hint=hint)
+
+    def contributed_gpus(self, owner: str) -> int:
+        return sum(n.gpus.count for n in self.nodes.values() if n.owner == owner and n.status == "active")
+
+    def policies(self) -> PolicySet:
+        """The distribution's default policies with the site's files layered over them (sorted by file name)."""
+        merged = load_default_policies()
+        for _, overlay in sorted(self.site_policies.items()):
+            merged = merge_policies(merged, overlay)
+        return merged
+
+
+def merge_policies(base: PolicySet, overlay: PolicySet) -> PolicySet:
+    sovereignty = dict(base.sovereignty)
+    sovereignty.update(overlay.sovereignty)
+    return PolicySet(
+        sovereignty=sovereignty,
+        allocation=overlay.allocation or base.allocation,
+        tiers=overlay.tiers or base.tiers,
+    )
+
+
+def load_default_policies() -> PolicySet:
+    merged = PolicySet()
+    for path in sorted(data_path("policies").glob("*.yaml")):
+        merged = merge_policies(merged, validate_document(read_yaml(path), PolicySet))
+    return merged
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.documents: dict[Path, Document] = {}
+
+    def load(self, path: Path, model: type[M]) -> M | None:
+        try:
+            doc = read_yaml(path)
+            self.documents[path] = doc
+            return validate_document(doc, model)
+        except ConfigError as exc:
+            self.problems.extend(exc.problems)
+            return None
+
+    def load_collection(self, root: Path, folder: str, model: type[M], named: bool) -> dict[str, M]:
+        out: dict[str, M] = {}
+        directory = root / folder
+        if not directory.is_dir():
+            return out
+        for path in sorted(directory.iterdir()):
+            if path.suffix == ".yml":
+                self.problems.append(Problem("use the .yaml extension", file=path, hint=f"rename to {path.stem}.yaml"))
+                continue
+            if path.suffix != ".yaml" or path.name.startswith("."):
+                continue
+            obj = self.load(path, model)
+            if obj is None:
+                continue
+            name = getattr(obj, "name", None) if named else None
+            if named and name != path.stem:
+                self.problems.append(
+                    Problem(
+                        f"name `{name}` does not match the file name",
+                        file=path,
+                        line=self.documents[path].line_of(("name",)),
+                        field="name",
+                        hint=f"rename the file to {name}.yaml or set name: {path.stem}",
+                    )
+                )
+            out[path.stem] = obj
+        return out
+
+
+def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
+    """Load what can be loaded; return the repo (None if fabric.yaml is unusable) and every problem."""
+    if not root.is_dir():
+        return None, [Problem(f"site repo folder {root} does not exist", hint="run `fabric init DIR` first")]
+    col = _Collector()
+    config = col.load(root / FABRIC_FILE, FabricConfig)
+    nodes = col.load_collection(root, "nodes", NodeManifest, named=True)
+    tenants = col.load_collection(root, "tenants", Tenant, named=True)
+    deployments = col.load_collection(root, "deployments", Deployment, named=True)
+    policies = col.load_collection(root, "policies", PolicySet, named=False)
+    ledger = col.load(root / LEDGER_FILE, LedgerConfig) if (root / LEDGER_FILE).exists() else None
+    if config is None:
+        return None, col.problems
+    site = SiteRepo(
+        root=root,
+        config=config,
+        nodes=nodes,
+        tenants=tenants,
+        deployments=deployments,
+        site_policies=policies,
+        ledger=ledger,
+        documents=col.documents,
+    )
+    problems = col.problems
+    for check in REFERENCE_CHECKS:
+        problems.extend(check(site))
+    return site, problems
+
+
+def load_site(root: Path) -> SiteRepo:
+    """A fully valid site repo, or ConfigError listing every problem."""
+    site, problems = collect_site(root)
+    if problems or site is None:
+        raise ConfigError(problems, summary=f"site repo {root} is not valid ({len(problems)} problems)")
+    return site
+
+
+def _unknown(kind: str, value: str, known: list[str]) -> tuple[str, str]:
+    guess = suggest(value, known)
+    hint = f"did you mean `{guess}`?" if guess else f"known {kind}: {', '.join(known) or 'none'}"
+    return f"unknown {kind} `{value}`", hint
+
+
+def _check_nodes(site: SiteRepo) -> list[Problem]:
+    out: list[Problem] = []
+    sites, tenants = sorted(site.config.sites), sorted(site.tenants)
+    for name, node in site.nodes.items():
+        path = site.path_of("nodes", name)
+        if node.site not in site.config.sites:
+            msg, hint = _unknown("site", node.site, sites)
+            out.append(site.problem(path, ("site",), msg, hint))
+        if node.owner not in site.tenants:
+            msg, hint = _unknown("tenant", node.owner, tenants)
+            out.append(site.problem(path, ("owner",), msg, hint + " (owners are tenants in tenants/)"))
+        elif not site.tenants[node.owner].contributor:
+            out.append(
+                site.problem(path, ("owner",), f"owner `{node.owner}` is not a contributor", "set contributor: true in its tenant file")
+            )
+    seen: dict[str, str] = {}
+    for name, node in site.nodes.items():
+        for i, uuid in enumerate(node.gpus.uuids):
+            if uuid in seen and seen[uuid] != name:
+                out.append(
+                    site.problem(
+                        site.path_of("nodes", name),
+                        ("gpus", "uuids", i),
+                        f"GPU {uuid} is also registered under node `{seen[uuid]}`",
+                        "a GPU belongs to one node: retire the other node first",
+                    )
+                )
+            seen.setdefault(uuid, name)
+    return out
+
+
+def _check_tenants(site: SiteRepo) -> list[Problem]:
+    out: list[Problem] = []
+    classes = sorted(site.config.data_classes)
+    for name, tenant in site.tenants.items():
+        path = site.path_of("tenants", name)
+        for i, dc in enumerate(tenant.data_classes):
+            if dc not in site.config.data_classes:
+                msg, hint = _unknown("data class", dc, classes)
+                out.append(site.problem(path, ("data_classes", i), msg, hint))
+        if tenant.dedicated is None:
+            continue
+        contributed = site.contributed_gpus(name)
+        if tenant.dedicated.gpus > contributed:
+            out.append(
+                site.problem(
+                    path,
+                    ("dedicated", "gpus"),
+                    f"dedicated allocation of {tenant.dedicated.gpus} GPUs exceeds the {contributed} GPUs `{name}` contributed",
+                    f"lower dedicated.gpus to at most {contributed}, or enroll more nodes owned by `{name}`",
+                )
+            )
+        for dep_name in tenant.dedicated.replicas:
+            if dep_name not in site.deployments:
+                msg, hint = _unknown("deployment", dep_name, sorted(site.deployments))
+                out.append(site.problem(path, ("dedicated", "replicas", dep_name), msg, hint))
+    return out
+
+
+def _check_deployments(site: SiteRepo) -> list[Problem]:
+    out: list[Problem] = []
+    recipes = recipe_ids()
+    for name, dep in site.deployments.items():
+        path = site.path_of("deployments", name)
+        if dep.recipe not in recipes:
+            msg, hint = _unknown("recipe", dep.recipe, recipes)
+            out.append(site.problem(path, ("recipe",), msg, hint))
+        for i, dc in enumerate(dep.data_classes):
+            if dc not in site.config.data_classes:
+                msg, hint = _unknown("data class", dc, sorted(site.config.data_classes))
+                out.append(site.problem(path, ("data_classes", i), msg, hint))
+        for i, s in enumerate(dep.placement.sites):
+            if s not in site.config.sites:
+                msg, hint = _unknown("site", s, sorted(site.config.sites))
+                out.append(site.problem(path, ("placement", "sites", i), msg, hint))
+        for i, n in enumerate(dep.placement.nodes):
+            if n not in site.nodes:
+                msg, hint = _unknown("node", n, sorted(site.nodes))
+                out.append(site.problem(path, ("placement", "nodes", i), msg, hint))
+        if dep.dedicated_for is not None:
+            tenant = site.tenants.get(dep.dedicated_for)
+            if tenant is None:
+                msg, hint = _unknown("tenant", dep.dedicated_for, sorted(site.tenants))
+                out.append(site.problem(path, ("dedicated_for",), msg, hint))
+            elif not tenant.contributor:
+                out.append(
+                    site.problem(path, ("dedicated_for",), f"`{dep.dedicated_for}` is not a contributor", "dedicated deployments belong to contributors")
+                )
+    return out
+
+
+def _check_policies(site: SiteRepo) -> list[Problem]:
+    out: list[Problem] = []
+    for name, pol in site.site_policies.items():
+        for dc in pol.sovereignty:
+            if dc not in site.config.data_classes:
+                msg, hint = _unknown("data class", dc, sorted(site.config.data_classes))
+                out.append(site.problem(site.path_of("policies", name), ("sovereignty", dc), msg, hint))
+    return out
+
+
+def _check_ledger(site: SiteRepo) -> list[Problem]:
+    if site.ledger is None:
+        return []
+    out: list[Problem] = []
+    path = site.root / LEDGER_FILE
+    if site.ledger.currency != site.config.federation.currency:
+        out.append(
+            site.problem(
+                path,
+                ("currency",),
+                f"ledger currency {site.ledger.currency} differs from the federation's {site.config.federation.currency}",
+                "use one currency for the books",
+            )
+        )
+    for dep_name in site.ledger.reference_prices:
+        if dep_name not in site.deployments:
+            msg, hint = _unknown("deployment", dep_name, sorted(site.deployments))
+            out.append(site.problem(path, ("reference_prices", dep_name), msg, hint))
+    for i, hw in enumerate(site.ledger.hardware):
+        if hw.node not in site.nodes:
+            msg, hint = _unknown("node", hw.node, sorted(site.nodes))
+            out.append(site.problem(path, ("hardware", i, "node"), msg, hint))
+    return out
+
+
+REFERENCE_CHECKS: list[Callable[[SiteRepo], list[Problem]]] = [
+    _check_nodes,
+    _check_tenants,
+    _check_deployments,
+    _check_policies,
+    _check_ledger,
+]

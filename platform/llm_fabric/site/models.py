@@ -1,0 +1,292 @@
+"""Models of the site repo's files. Every field is documented in docs/site-repo.md.
+
+Identifiers (site ids, node, tenant and deployment names) are DNS labels so that they can be
+used as Kubernetes names and label values unchanged.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from llm_fabric.basemodel import FabricModel
+
+Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="a DNS label")]
+CountryCode = Annotated[str, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2 country code")]
+CurrencyCode = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 currency code")]
+Money = Annotated[Decimal, Field(ge=0)]
+
+SCHEMA_VERSION = 1
+
+
+# ---------------------------------------------------------------- fabric.yaml
+
+
+class Federation(FabricModel):
+    name: Name
+    display_name: str
+    currency: CurrencyCode = "USD"
+    contact: str | None = None
+
+
+class Jurisdiction(FabricModel):
+    country: CountryCode
+    eu: bool
+
+
+class Operator(FabricModel):
+    name: str
+    federation_member: bool = True
+
+
+class Cluster(FabricModel):
+    name: str = Field(description="kubeconfig context of the site's cluster")
+    namespace: Name = "llm-fabric"
+    kubernetes_version: str = "1.33"
+
+
+class SiteSpec(FabricModel):
+    display_name: str
+    jurisdiction: Jurisdiction
+    operator: Operator
+    cluster: Cluster
+    egress_allowed: list[str] = Field(
+        default_factory=list, description="CIDRs serving pods may reach besides DNS (e.g. a model mirror)"
+    )
+
+
+class DataClass(FabricModel):
+    description: str
+    rank: int = Field(ge=0, description="sensitivity order: higher is more sensitive")
+
+
+class Defaults(FabricModel):
+    engine: Literal["vllm"] = "vllm"
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=0.98)
+    max_output_tokens: int = Field(32768, ge=1)
+    data_class: str = "internal"
+
+
+class FabricConfig(FabricModel):
+    version: Literal[1] = SCHEMA_VERSION
+    federation: Federation
+    data_classes: dict[Name, DataClass]
+    sites: dict[Name, SiteSpec] = Field(min_length=1)
+    defaults: Defaults = Field(default_factory=Defaults)
+
+    @model_validator(mode="after")
+    def _default_class_declared(self) -> FabricConfig:
+        if self.defaults.data_class not in self.data_classes:
+            raise ValueError(
+                f"defaults.data_class `{self.defaults.data_class}` is not one of data_classes "
+                f"({', '.join(self.data_classes)})"
+            )
+        return self
+
+
+# ---------------------------------------------------------------- nodes/*.yaml
+
+
+class GpuInventory(FabricModel):
+    catalog_id: str = Field(description="id in enrollment/gpus.yaml, e.g. b200")
+    product: str = Field(description="product name as the driver prints it")
+    vendor: Literal["nvidia", "amd"] = "nvidia"
+    count: int = Field(ge=1)
+    memory_mib: int = Field(ge=1, description="memory per GPU in MiB, as nvidia-smi/amd-smi report it")
+    compute_capability: str = Field(description="e.g. 10.0 (NVIDIA) or gfx942 (AMD)")
+    uuids: list[str] = Field(default_factory=list, description="hardware fingerprint")
+    interconnect: Literal["nvswitch", "nvlink", "xgmi", "pcie"]
+    driver_version: str
+    cuda_version: str | None = None
+
+    @property
+    def memory_gb_total(self) -> float:
+        return self.count * self.memory_mib * 1024 * 1024 / 1e9
+
+
+class HostInventory(FabricModel):
+    hostname: str | None = None
+    cpu_model: str | None = None
+    cpu_cores: int | None = None
+    memory_gb: float | None = None
+    os: str | None = None
+    kernel: str | None = None
+
+
+class CheckResult(FabricModel):
+    id: str
+    status: Literal["pass", "warn", "fail"]
+    value: str | int | float | bool | None = None
+    threshold: str | int | float | bool | None = None
+    detail: str = ""
+
+
+class Signature(FabricModel):
+    algorithm: Literal["ed25519"] = "ed25519"
+    key_id: str
+    value: str = Field(description="base64 signature over the canonical manifest without this block")
+
+
+class NodeManifest(FabricModel):
+    version: Literal[1] = SCHEMA_VERSION
+    name: Name
+    site: Name
+    owner: Name
+    tier: Literal["full", "limited"]
+    status: Literal["active", "cordoned", "retired"] = "active"
+    enrolled_at: datetime
+    gpus: GpuInventory
+    host: HostInventory = Field(default_factory=HostInventory)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[str] = Field(default_factory=list)
+    checks: list[CheckResult] = Field(default_factory=list)
+    signature: Signature | None = None
+
+
+# ---------------------------------------------------------------- tenants/*.yaml
+
+
+class Dedicated(FabricModel):
+    gpus: int = Field(0, ge=0, description="GPUs reserved for the tenant out of what it contributed")
+    replicas: dict[Name, int] = Field(default_factory=dict, description="deployment name -> replicas reserved")
+    lend_surplus: bool = Field(True, description="idle dedicated capacity is lent to the pool")
+
+
+class Limits(FabricModel):
+    max_concurrent_requests: int | None = Field(None, ge=1)
+    requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_month: int | None = Field(None, ge=1)
+
+
+class Tenant(FabricModel):
+    version: Literal[1] = SCHEMA_VERSION
+    name: Name
+    display_name: str
+    contributor: bool = False
+    data_classes: list[Name] = Field(min_length=1)
+    dedicated: Dedicated | None = None
+    limits: Limits = Field(default_factory=Limits)
+    contact: str | None = None
+
+    @model_validator(mode="after")
+    def _dedicated_needs_contribution(self) -> Tenant:
+        if self.dedicated is not None and not self.contributor:
+            raise ValueError("only a contributor (contributor: true) can have a dedicated allocation")
+        return self
+
+
+# ---------------------------------------------------------------- deployments/*.yaml
+
+
+class Target(FabricModel):
+    concurrent_sessions: int = Field(ge=1)
+    context_tokens: int = Field(ge=1)
+
+
+class ContextProfile(FabricModel):
+    p50: int = Field(ge=1)
+    p95: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ContextProfile:
+        if self.p95 < self.p50:
+            raise ValueError("p95 must be at least p50")
+        return self
+
+
+class PlacementConstraints(FabricModel):
+    sites: list[Name] = Field(default_factory=list, description="allowed sites; empty means any")
+    gpu_models: list[str] = Field(default_factory=list, description="allowed GPU catalog ids; empty means any")
+    nodes: list[Name] = Field(default_factory=list, description="pin to these nodes; empty means any")
+
+
+class GenerationDefaults(FabricModel):
+    max_output_tokens: int | None = Field(None, ge=1)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+
+
+class Deployment(FabricModel):
+    version: Literal[1] = SCHEMA_VERSION
+    name: Name
+    recipe: str = Field(description="id of a recipe in engine/models/")
+    quantization: str | None = Field(None, description="one the recipe offers; default: the recipe's default")
+    kv_cache_dtype: str | None = None
+    tensor_parallel_size: int | None = Field(None, ge=1)
+    replicas: int | None = Field(None, ge=0)
+    target: Target | None = None
+    max_model_len: int | None = Field(None, ge=1)
+    context: ContextProfile | None = None
+    data_classes: list[Name] = Field(min_length=1)
+    dedicated_for: Name | None = None
+    placement: PlacementConstraints = Field(default_factory=PlacementConstraints)
+    generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
+
+    @model_validator(mode="after")
+    def _replicas_or_target(self) -> Deployment:
+        if (self.replicas is None) == (self.target is None):
+            raise ValueError("give exactly one of `replicas` or `target`")
+        return self
+
+
+# ---------------------------------------------------------------- policies/*.yaml
+
+
+class SovereigntyRule(FabricModel):
+    jurisdictions: list[CountryCode] = Field(default_factory=list, description="allowed countries; empty means any")
+    eu_only: bool = False
+    federation_operators_only: bool = False
+    external_fallback: bool = False
+    prompt_logging: bool = True
+
+
+class AllocationPolicy(FabricModel):
+    lending: bool = True
+    borrowing: bool = True
+    reclaim_order: list[Literal["pool", "borrowed", "lent"]] = Field(default_factory=lambda: ["lent", "borrowed", "pool"])
+
+
+class TierPolicy(FabricModel):
+    limited_max_total_params_b: float = Field(150.0, gt=0, description="largest model (B params) a limited node takes")
+
+
+class PolicySet(FabricModel):
+    """A policies/*.yaml file; sections present override the distribution's defaults."""
+
+    version: Literal[1] = SCHEMA_VERSION
+    sovereignty: dict[Name, SovereigntyRule] = Field(default_factory=dict)
+    allocation: AllocationPolicy | None = None
+    tiers: TierPolicy | None = None
+
+
+# ---------------------------------------------------------------- ledger.yaml
+
+
+class TokenPrices(FabricModel):
+    input: Money = Field(description="per million input tokens")
+    cached_input: Money | None = Field(None, description="per million cached input tokens; default: input")
+    output: Money = Field(description="per million output tokens")
+
+
+class HardwareCost(FabricModel):
+    node: Name
+    capex: Money
+    in_service: date
+
+
+class CommercialReference(FabricModel):
+    name: str
+    prices: TokenPrices
+
+
+class LedgerConfig(FabricModel):
+    version: Literal[1] = SCHEMA_VERSION
+    currency: CurrencyCode = "USD"
+    reference_prices: dict[Name, TokenPrices] = Field(description="deployment name -> prices")
+    hardware: list[HardwareCost] = Field(default_factory=list)
+    overhead_pct: Annotated[Decimal, Field(ge=0, le=1000)] = Decimal(20)
+    amortisation_months: int = Field(36, ge=1)
+    commercial_reference: CommercialReference
+    drift_warning_pct: Annotated[Decimal, Field(ge=0)] = Decimal(1)
