@@ -1,12 +1,14 @@
 """`fabric validate`: schema and reference problems (exit 2), then policy violations (exit 3).
 
-Checks beyond the loader's own are listed in `SITE_CHECKS`; each returns findings with a
-severity. A check added by a later feature (node signatures, sovereignty policies) appends
-itself here so that `fabric validate` and the CI gate stay one command.
+Checks beyond the loader's own live in the modules listed in `SITE_CHECK_MODULES`; each such
+module exposes `site_checks: list[SiteCheck]`, and each check returns findings with a severity.
+A feature that adds a check (node signatures, sovereignty policies) adds its module here, so that
+`fabric validate` and the CI gate stay one command.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +53,15 @@ class ValidationReport:
 
 
 SiteCheck = Callable[[SiteRepo], list[Finding]]
-SITE_CHECKS: list[SiteCheck] = []
+
+SITE_CHECK_MODULES: list[str] = []
+
+
+def site_checks() -> list[SiteCheck]:
+    checks: list[SiteCheck] = []
+    for name in SITE_CHECK_MODULES:
+        checks.extend(importlib.import_module(name).site_checks)
+    return checks
 
 
 def validate_site(root: Path) -> ValidationReport:
@@ -69,7 +79,7 @@ def validate_site(root: Path) -> ValidationReport:
     if report.problems:
         # policies are judged on a well-formed repo only; their findings would be noise otherwise
         return report
-    for check in SITE_CHECKS:
+    for check in site_checks():
         for finding in check(site):
             (report.problems if finding.severity == "config" else report.violations).append(finding.problem)
     return report
