@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from llm_fabric.errors import ConfigError, Problem
 
@@ -87,6 +87,8 @@ def read_yaml(path: Path) -> Document:
         raise ConfigError(
             [Problem(f"invalid YAML: {exc.problem}", file=path, line=line, hint="fix the YAML syntax")]
         ) from exc
+    except YAMLError as exc:  # e.g. ReaderError: control characters the YAML spec forbids
+        raise ConfigError([Problem(f"invalid YAML: {exc}", file=path, hint="fix the YAML syntax")]) from exc
     return Document(path=path, tree=tree)
 
 
@@ -115,7 +117,9 @@ def problems_from_validation(exc: ValidationError, doc: Document, model: type[Ba
             suggestion = suggest(unknown, known)
             hint = f"did you mean `{suggestion}`?" if suggestion else _known_hint(known)
             problems.append(
-                Problem(f"unknown key `{unknown}`", file=doc.path, line=doc.line_of(loc, key=True), field=field, hint=hint)
+                Problem(
+                    f"unknown key `{unknown}`", file=doc.path, line=doc.line_of(loc, key=True), field=field, hint=hint
+                )
             )
             continue
         message = str(err["msg"])

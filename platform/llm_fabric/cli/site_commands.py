@@ -58,7 +58,9 @@ def validate_command(directory: Path, as_json: bool) -> int:
 
 
 @click.command("schema")
-@click.option("-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write to.")
+@click.option(
+    "-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write to."
+)
 def schema_command(out: Path) -> None:
     """Export the JSON Schema of every site-repo file kind.
 

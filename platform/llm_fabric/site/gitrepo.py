@@ -25,9 +25,7 @@ _IDENTITY = {
 
 def _env(root: Path) -> dict[str, str]:
     env = dict(os.environ)
-    probe = subprocess.run(
-        ["git", "config", "user.email"], cwd=root, capture_output=True, text=True, check=False
-    )
+    probe = subprocess.run(["git", "config", "user.email"], cwd=root, capture_output=True, text=True, check=False)
     if probe.returncode != 0 or not probe.stdout.strip():
         env.update(_IDENTITY)
     return env

@@ -44,6 +44,12 @@ class SiteRepo:
     site_policies: dict[str, PolicySet] = field(default_factory=dict)
     ledger: LedgerConfig | None = None
     documents: dict[Path, Document] = field(default_factory=dict)
+    # files present but not loadable: references to them are not reported again as unknown
+    unloadable: dict[str, set[str]] = field(default_factory=dict)
+
+    def exists(self, collection: str, name: str) -> bool:
+        loaded: dict[str, object] = getattr(self, collection)
+        return name in loaded or name in self.unloadable.get(collection, set())
 
     def path_of(self, collection: str, name: str) -> Path:
         return self.root / collection / f"{name}.yaml"
@@ -88,6 +94,7 @@ class _Collector:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
         self.documents: dict[Path, Document] = {}
+        self.unloadable: dict[str, set[str]] = {}
 
     def load(self, path: Path, model: type[M]) -> M | None:
         try:
@@ -111,6 +118,7 @@ class _Collector:
                 continue
             obj = self.load(path, model)
             if obj is None:
+                self.unloadable.setdefault(folder, set()).add(path.stem)
                 continue
             name = getattr(obj, "name", None) if named else None
             if named and name != path.stem:
@@ -149,6 +157,7 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
         site_policies=policies,
         ledger=ledger,
         documents=col.documents,
+        unloadable=col.unloadable,
     )
     problems = col.problems
     for check in REFERENCE_CHECKS:
@@ -166,7 +175,7 @@ def load_site(root: Path) -> SiteRepo:
 
 def _unknown(kind: str, value: str, known: list[str]) -> tuple[str, str]:
     guess = suggest(value, known)
-    hint = f"did you mean `{guess}`?" if guess else f"known {kind}: {', '.join(known) or 'none'}"
+    hint = f"did you mean `{guess}`?" if guess else f"known {kind}s: {', '.join(known) or 'none'}"
     return f"unknown {kind} `{value}`", hint
 
 
@@ -178,12 +187,17 @@ def _check_nodes(site: SiteRepo) -> list[Problem]:
         if node.site not in site.config.sites:
             msg, hint = _unknown("site", node.site, sites)
             out.append(site.problem(path, ("site",), msg, hint))
-        if node.owner not in site.tenants:
+        if not site.exists("tenants", node.owner):
             msg, hint = _unknown("tenant", node.owner, tenants)
             out.append(site.problem(path, ("owner",), msg, hint + " (owners are tenants in tenants/)"))
-        elif not site.tenants[node.owner].contributor:
+        elif node.owner in site.tenants and not site.tenants[node.owner].contributor:
             out.append(
-                site.problem(path, ("owner",), f"owner `{node.owner}` is not a contributor", "set contributor: true in its tenant file")
+                site.problem(
+                    path,
+                    ("owner",),
+                    f"owner `{node.owner}` is not a contributor",
+                    "set contributor: true in its tenant file",
+                )
             )
     seen: dict[str, str] = {}
     for name, node in site.nodes.items():
@@ -210,7 +224,8 @@ def _check_tenants(site: SiteRepo) -> list[Problem]:
             if dc not in site.config.data_classes:
                 msg, hint = _unknown("data class", dc, classes)
                 out.append(site.problem(path, ("data_classes", i), msg, hint))
-        if tenant.dedicated is None:
+        if tenant.dedicated is None or site.unloadable.get("nodes"):
+            # with a node file unreadable, the contributed count would be wrong; its own error is reported
             continue
         contributed = site.contributed_gpus(name)
         if tenant.dedicated.gpus > contributed:
@@ -218,12 +233,13 @@ def _check_tenants(site: SiteRepo) -> list[Problem]:
                 site.problem(
                     path,
                     ("dedicated", "gpus"),
-                    f"dedicated allocation of {tenant.dedicated.gpus} GPUs exceeds the {contributed} GPUs `{name}` contributed",
+                    f"dedicated allocation of {tenant.dedicated.gpus} GPUs exceeds "
+                    f"the {contributed} GPUs `{name}` contributed",
                     f"lower dedicated.gpus to at most {contributed}, or enroll more nodes owned by `{name}`",
                 )
             )
         for dep_name in tenant.dedicated.replicas:
-            if dep_name not in site.deployments:
+            if not site.exists("deployments", dep_name):
                 msg, hint = _unknown("deployment", dep_name, sorted(site.deployments))
                 out.append(site.problem(path, ("dedicated", "replicas", dep_name), msg, hint))
     return out
@@ -246,17 +262,22 @@ def _check_deployments(site: SiteRepo) -> list[Problem]:
                 msg, hint = _unknown("site", s, sorted(site.config.sites))
                 out.append(site.problem(path, ("placement", "sites", i), msg, hint))
         for i, n in enumerate(dep.placement.nodes):
-            if n not in site.nodes:
+            if not site.exists("nodes", n):
                 msg, hint = _unknown("node", n, sorted(site.nodes))
                 out.append(site.problem(path, ("placement", "nodes", i), msg, hint))
         if dep.dedicated_for is not None:
             tenant = site.tenants.get(dep.dedicated_for)
-            if tenant is None:
+            if tenant is None and not site.exists("tenants", dep.dedicated_for):
                 msg, hint = _unknown("tenant", dep.dedicated_for, sorted(site.tenants))
                 out.append(site.problem(path, ("dedicated_for",), msg, hint))
-            elif not tenant.contributor:
+            elif tenant is not None and not tenant.contributor:
                 out.append(
-                    site.problem(path, ("dedicated_for",), f"`{dep.dedicated_for}` is not a contributor", "dedicated deployments belong to contributors")
+                    site.problem(
+                        path,
+                        ("dedicated_for",),
+                        f"`{dep.dedicated_for}` is not a contributor",
+                        "dedicated deployments belong to contributors",
+                    )
                 )
     return out
 
@@ -281,16 +302,17 @@ def _check_ledger(site: SiteRepo) -> list[Problem]:
             site.problem(
                 path,
                 ("currency",),
-                f"ledger currency {site.ledger.currency} differs from the federation's {site.config.federation.currency}",
+                f"ledger currency {site.ledger.currency} differs from "
+                f"the federation's {site.config.federation.currency}",
                 "use one currency for the books",
             )
         )
     for dep_name in site.ledger.reference_prices:
-        if dep_name not in site.deployments:
+        if not site.exists("deployments", dep_name):
             msg, hint = _unknown("deployment", dep_name, sorted(site.deployments))
             out.append(site.problem(path, ("reference_prices", dep_name), msg, hint))
     for i, hw in enumerate(site.ledger.hardware):
-        if hw.node not in site.nodes:
+        if not site.exists("nodes", hw.node):
             msg, hint = _unknown("node", hw.node, sorted(site.nodes))
             out.append(site.problem(path, ("hardware", i, "node"), msg, hint))
     return out

@@ -19,7 +19,7 @@ CountryCode = Annotated[str, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-
 CurrencyCode = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 currency code")]
 Money = Annotated[Decimal, Field(ge=0)]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 # ---------------------------------------------------------------- fabric.yaml
@@ -242,10 +242,14 @@ class SovereigntyRule(FabricModel):
     prompt_logging: bool = True
 
 
+ReclaimStep = Literal["pool", "borrowed", "lent"]
+DEFAULT_RECLAIM_ORDER: tuple[ReclaimStep, ...] = ("lent", "borrowed", "pool")
+
+
 class AllocationPolicy(FabricModel):
     lending: bool = True
     borrowing: bool = True
-    reclaim_order: list[Literal["pool", "borrowed", "lent"]] = Field(default_factory=lambda: ["lent", "borrowed", "pool"])
+    reclaim_order: list[ReclaimStep] = Field(default_factory=lambda: list(DEFAULT_RECLAIM_ORDER))
 
 
 class TierPolicy(FabricModel):

@@ -1,0 +1,66 @@
+"""The wheel carries the data folders: a non-editable install works from any directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("llm_fabric-*.whl")
+    return built
+
+
+def test_wheel_contains_the_data_folders(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    for required in (
+        "llm_fabric/_data/examples/cerit-sc/fabric.yaml",
+        "llm_fabric/_data/policies/defaults.yaml",
+        "llm_fabric/cli/main.py",
+    ):
+        assert required in names, required
+
+
+def test_installed_wheel_inits_from_another_directory(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site-packages"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    env = dict(os.environ, PYTHONPATH=str(target))
+    code = "import llm_fabric, sys; from llm_fabric.cli.main import main; print(llm_fabric.__file__); sys.exit(main())"
+    site = tmp_path / "y"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "init", str(site), "--example", "cerit-sc"],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith(str(target)), "the checkout was imported instead of the wheel"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "validate", str(site)],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
