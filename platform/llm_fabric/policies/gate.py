@@ -1,0 +1,157 @@
+"""The policy gate of `fabric validate` (exit 3): rules checked on the site repo without solving.
+
+The placement itself never breaks a rule (the solver only offers eligible nodes); this gate catches
+what an operator wrote that no placement could honour, and rules that contradict each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llm_fabric.policies.allocation import owner_shares
+from llm_fabric.policies.eligibility import ModelFacts, node_refusals
+from llm_fabric.policies.violations import Violation
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import PolicySet
+from llm_fabric.site.validation import Finding
+
+
+def model_facts(site: SiteRepo) -> dict[str, ModelFacts | None]:
+    """Tier facts per deployment, from the recipes (None where the recipe is missing)."""
+    from llm_fabric.engine.recipes import load_recipes
+
+    recipes = load_recipes()
+    out: dict[str, ModelFacts | None] = {}
+    for name, dep in site.deployments.items():
+        recipe = recipes.get(dep.recipe)
+        out[name] = None if recipe is None else ModelFacts(small=recipe.small, total_params_b=recipe.total_params_b)
+    return out
+
+
+def _violation(site: SiteRepo, collection: str, name: str, loc: tuple[str | int, ...], **kw: object) -> Violation:
+    path = site.root / collection if collection.endswith(".yaml") else site.path_of(collection, name)
+    return Violation.model_validate(
+        {**kw, "file": str(path), "line": site.line_of(path, *loc), "field": ".".join(map(str, loc)) or None}
+    )
+
+
+def _policy_file(site: SiteRepo, data_class: str) -> tuple[str, str]:
+    """(collection, name) of the site policy file that defines `data_class`, else fabric.yaml."""
+    for name, pol in sorted(site.site_policies.items(), reverse=True):
+        if data_class in pol.sovereignty:
+            return "policies", name
+    return "fabric.yaml", ""
+
+
+def check_rules(site: SiteRepo, policies: PolicySet) -> list[Violation]:
+    """Rules that are missing or contradict the federation's principles."""
+    out: list[Violation] = []
+    ranks = {dc: c.rank for dc, c in site.config.data_classes.items()}
+    top = max(ranks.values(), default=0)
+    for dc in sorted(ranks):
+        rule = policies.sovereignty.get(dc)
+        if rule is None:
+            out.append(_violation(site, "fabric.yaml", "", ("data_classes", dc), rule="sovereignty.rule-missing",
+                                  objects=[f"data-class/{dc}"],
+                                  message=f"data class `{dc}` has no sovereignty rule; nothing may process it",
+                                  hint=f"add `sovereignty: {{{dc}: ...}}` to a file in policies/"))
+            continue
+        coll, name = _policy_file(site, dc)
+        loc: tuple[str, ...] = ("sovereignty", dc) if coll == "policies" else ("data_classes", dc)
+        if rule.external_fallback and (ranks[dc] == top or rule.federation_operators_only):
+            why = "the most sensitive class" if ranks[dc] == top else "a class restricted to federation operators"
+            out.append(_violation(site, coll, name, (*loc, "external_fallback") if coll == "policies" else loc,
+                                  rule="sovereignty.external-fallback", objects=[f"data-class/{dc}"],
+                                  message=f"`{dc}` is {why} but allows external fallback providers",
+                                  hint=f"set external_fallback: false for `{dc}`"))
+        if rule.prompt_logging and ranks[dc] == top and top > 0:
+            out.append(_violation(site, coll, name, (*loc, "prompt_logging") if coll == "policies" else loc,
+                                  rule="sovereignty.prompt-logging", objects=[f"data-class/{dc}"],
+                                  message=f"`{dc}` is the most sensitive class but its prompts would be logged",
+                                  hint=f"set prompt_logging: false for `{dc}`"))
+    return out
+
+
+def check_allocations(site: SiteRepo, policies: PolicySet) -> list[Violation]:
+    out: list[Violation] = []
+    for owner, share in owner_shares(site, policies).items():
+        for dep_name, count in sorted(share.reserved_replicas.items()):
+            dep = site.deployments.get(dep_name)
+            if dep is None:
+                continue
+            gpus = count * (dep.tensor_parallel_size or 1)
+            loc = ("dedicated", "replicas", dep_name)
+            if gpus > share.contributed:
+                out.append(_violation(site, "tenants", owner, loc, rule="allocation.exceeds-contribution",
+                                      objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+                                      message=f"{count} dedicated replicas of `{dep_name}` need at least {gpus} GPUs; "
+                                      f"`{owner}` contributed {share.contributed}",
+                                      hint=f"reserve at most {share.contributed // (dep.tensor_parallel_size or 1)} "
+                                      f"replicas, or enroll more of `{owner}`'s machines"))
+            if dep.replicas is not None and count > dep.replicas:
+                out.append(_violation(site, "tenants", owner, loc, rule="allocation.exceeds-deployment",
+                                      objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+                                      message=f"`{owner}` reserves {count} replicas of `{dep_name}`, "
+                                      f"which has {dep.replicas}",
+                                      hint=f"raise `{dep_name}`'s replicas to {count} or reserve fewer"))
+            if dep.dedicated_for not in (None, owner):
+                out.append(_violation(site, "tenants", owner, loc, rule="allocation.other-tenants-deployment",
+                                      objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+                                      message=f"`{dep_name}` is dedicated to `{dep.dedicated_for}`, "
+                                      f"not to `{owner}`",
+                                      hint=f"reserve replicas of a pool deployment, or one dedicated to `{owner}`"))
+    return out
+
+
+def check_nodes(site: SiteRepo) -> list[Violation]:
+    out: list[Violation] = []
+    for name, node in sorted(site.nodes.items()):
+        for i, check in enumerate(node.checks):
+            if check.status == "fail":
+                out.append(_violation(site, "nodes", name, ("checks", i, "status"), rule="tiers.rejected-node",
+                                      objects=[f"node/{name}"],
+                                      message=f"node `{name}` failed admission check `{check.id}` "
+                                      f"({check.value} against {check.threshold}); rejected nodes never join",
+                                      hint=f"remove nodes/{name}.yaml, or re-enroll the machine once it passes"))
+    return out
+
+
+def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, ModelFacts | None]) -> list[Violation]:
+    """Each deployment needs at least one node that policy allows; pins must respect sovereignty."""
+    out: list[Violation] = []
+    shares = owner_shares(site, policies)
+    for name, dep in sorted(site.deployments.items()):
+        if dep.replicas == 0:
+            continue
+        reasons: dict[str, list[str]] = {}
+        for node_name, node in sorted(site.nodes.items()):
+            refusals = node_refusals(site, policies, dep, node, facts.get(name), shares.get(node.owner))
+            if not refusals:
+                break
+            reasons[node_name] = refusals
+        else:
+            detail = "; ".join(f"{n}: {' and '.join(r)}" for n, r in reasons.items()) or "the federation has no nodes"
+            out.append(_violation(site, "deployments", name, ("data_classes",), rule="placement.no-eligible-node",
+                                  objects=[f"deployment/{name}", *(f"node/{n}" for n in reasons)],
+                                  message=f"no node may run `{name}` under the policies ({detail})",
+                                  hint="relax the deployment's placement or data classes, or enroll a node "
+                                  "that satisfies them"))
+    return out
+
+
+def evaluate_policies(site: SiteRepo, facts: dict[str, ModelFacts | None] | None = None) -> list[Violation]:
+    """Every policy violation of a well-formed site repo."""
+    policies = site.policies()
+    return [
+        *check_rules(site, policies),
+        *check_allocations(site, policies),
+        *check_nodes(site),
+        *check_deployments(site, policies, model_facts(site) if facts is None else facts),
+    ]
+
+
+def _policy_findings(site: SiteRepo) -> list[Finding]:
+    return [Finding(severity="policy", problem=v.to_problem()) for v in evaluate_policies(site)]
+
+
+site_checks: list[Callable[[SiteRepo], list[Finding]]] = [_policy_findings]
