@@ -1,0 +1,198 @@
+"""Usage from the engines' own counters in Prometheus (vLLM metric names).
+
+Counter totals are exact, not `increase()` estimates: the raw samples of each series are read
+day by day (range selectors, so no sample is skipped) and summed as reset-aware deltas, starting
+from the last sample before the month. A series' first sample inside the month counts from there
+(what it held before is earlier traffic), like Prometheus' own `increase`. Peaks (tokens/s,
+concurrent requests, queue depth) are summed over replicas at each 30-second step first, then
+maximised; prompt-length percentiles come from the histogram and are approximate.
+
+The model key of a series is its `deployment` label when the serving PodMonitor set one, else
+vLLM's `model_name`; the owner is its `owner` label, else the plan's owner of its node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.promapi import PrometheusClient
+from llm_fabric.ledger.usage import PERCENTILES, Tokens
+
+COUNTERS = {
+    "vllm:prompt_tokens_total": "input",
+    "vllm:prompt_tokens_cached_total": "cached_input",
+    "vllm:generation_tokens_total": "output",
+    "vllm:request_success_total": "requests",
+    "vllm:prefix_cache_hits_total": "prefix_hits",
+    "vllm:prefix_cache_queries_total": "prefix_queries",
+}
+_SELECTOR = '{__name__=~"' + "|".join(COUNTERS) + '"}'
+BASELINE = timedelta(minutes=10)
+STEP = "30s"
+
+
+@dataclass
+class EngineModel:
+    tokens: Tokens = field(default_factory=Tokens)
+    prefix_hits: int = 0
+    prefix_queries: int = 0
+    peak_output_tokens_per_s: float | None = None
+    peak_concurrent_requests: int | None = None
+    max_queue_depth: int | None = None
+    prompt_percentiles: dict[int, int] = field(default_factory=dict)
+    days_with_data: set[date] = field(default_factory=set)
+
+    @property
+    def cache_hit_rate(self) -> float | None:
+        if self.prefix_queries:
+            return round(self.prefix_hits / self.prefix_queries, 4)
+        return self.tokens.cache_hit_rate
+
+
+@dataclass
+class EngineUsage:
+    url: str
+    by_model: dict[str, EngineModel]
+    by_owner_model: dict[tuple[str, str], Tokens]
+    daily: dict[tuple[str, date], Tokens]
+    series_without_owner: list[str]
+    covered_until: datetime
+
+
+def _model_key(labels: Mapping[str, str]) -> str:
+    return labels.get("deployment") or labels.get("model_name") or "unknown"
+
+
+def _owner(labels: Mapping[str, str], owners: Mapping[tuple[str, str], str]) -> str | None:
+    if labels.get("owner"):
+        return labels["owner"]
+    return owners.get((labels.get("deployment", ""), labels.get("replica", "")))
+
+
+def _series_id(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def _collect_samples(
+    client: PrometheusClient, month: Month, until: datetime, tick: Callable[[str], None]
+) -> dict[tuple[tuple[str, str], ...], dict[float, float]]:
+    series: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
+    for day in month.days_until(until):
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        end = min(start + timedelta(days=1), until)
+        begin = start - BASELINE if day == month.first_day else start
+        seconds = int((end - begin).total_seconds())
+        tick(f"counters {day.isoformat()}")
+        if seconds <= 0:
+            continue
+        for item in client.query(f"{_SELECTOR}[{seconds}s]", end):
+            samples = series.setdefault(_series_id(item["metric"]), {})
+            samples.update({float(t): float(v) for t, v in item.get("values", [])})
+    return series
+
+
+def _add_delta(usage: EngineUsage, labels: Mapping[str, str], kind: str, day: date, delta: int,
+               owner: str | None) -> None:
+    model = usage.by_model.setdefault(_model_key(labels), EngineModel())
+    if kind in ("prefix_hits", "prefix_queries"):
+        setattr(model, kind, getattr(model, kind) + delta)
+        return
+    targets = [model.tokens, usage.daily.setdefault((_model_key(labels), day), Tokens())]
+    if owner is not None:
+        targets.append(usage.by_owner_model.setdefault((owner, _model_key(labels)), Tokens()))
+    for tokens in targets:
+        setattr(tokens, kind, getattr(tokens, kind) + delta)
+
+
+def _fold_counters(
+    usage: EngineUsage,
+    series: dict[tuple[tuple[str, str], ...], dict[float, float]],
+    month: Month,
+    owners: Mapping[tuple[str, str], str],
+) -> None:
+    start = month.start.timestamp()
+    for key, samples in sorted(series.items()):
+        labels = {k: v for k, v in key if k != "__name__"}
+        kind = COUNTERS[dict(key)["__name__"]]
+        owner = _owner(labels, owners)
+        if owner is None and kind == "output":
+            usage.series_without_owner.append(",".join(f"{k}={v}" for k, v in sorted(labels.items())))
+        model = usage.by_model.setdefault(_model_key(labels), EngineModel())
+        prev: float | None = None
+        for ts in sorted(samples):
+            value = samples[ts]
+            day = datetime.fromtimestamp(ts, UTC).date()
+            if ts >= start:
+                model.days_with_data.add(day)
+            if prev is not None and ts >= start:
+                delta = value - prev if value >= prev else value  # a drop is a restart: count from 0
+                if delta:
+                    _add_delta(usage, labels, kind, day, round(delta), owner)
+            prev = value
+
+
+def _max_over_month(
+    client: PrometheusClient, inner: str, month: Month, until: datetime, tick: Callable[[str], None]
+) -> dict[str, float]:
+    best: dict[str, float] = {}
+    for day in month.days_until(until):
+        start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+        end = min(start + timedelta(days=1), until)
+        seconds = int((end - start).total_seconds())
+        if seconds <= 0:
+            continue
+        tick(f"peaks {day.isoformat()}")
+        for item in client.query(f"max_over_time(({inner})[{seconds}s:{STEP}])", end):
+            key = _model_key(item["metric"])
+            best[key] = max(best.get(key, 0.0), float(item["value"][1]))
+    return best
+
+
+def _percentiles(client: PrometheusClient, month: Month, until: datetime) -> dict[str, dict[int, int]]:
+    seconds = int((until - month.start).total_seconds())
+    out: dict[str, dict[int, int]] = {}
+    if seconds <= 0:
+        return out
+    for p in PERCENTILES:
+        expr = (
+            f"histogram_quantile({p / 100}, sum by (le, deployment, model_name) "
+            f"(increase(vllm:request_prompt_tokens_bucket[{seconds}s])))"
+        )
+        for item in client.query(expr, until):
+            value = float(item["value"][1])
+            if value == value and value != float("inf"):  # NaN when the model had no requests
+                out.setdefault(_model_key(item["metric"]), {})[p] = round(value)
+    return out
+
+
+def engine_usage(
+    client: PrometheusClient,
+    month: Month,
+    *,
+    now: datetime,
+    owners: Mapping[tuple[str, str], str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> EngineUsage:
+    """The month's usage as the engines counted it; `owners` maps (deployment, replica) -> owner."""
+    tick = progress or (lambda _msg: None)
+    until = min(month.end, now)
+    usage = EngineUsage(client.url, {}, {}, {}, [], until)
+    _fold_counters(usage, _collect_samples(client, month, until, tick), month, owners or {})
+    by = "sum by (deployment, model_name)"
+    peaks: dict[str, Any] = {
+        "peak_output_tokens_per_s": _max_over_month(client, f"{by} (rate(vllm:generation_tokens_total[1m]))",
+                                                    month, until, tick),
+        "peak_concurrent_requests": _max_over_month(client, f"{by} (vllm:num_requests_running)", month, until, tick),
+        "max_queue_depth": _max_over_month(client, f"{by} (vllm:num_requests_waiting)", month, until, tick),
+    }
+    for attr, values in peaks.items():
+        for key, value in values.items():
+            model = usage.by_model.setdefault(key, EngineModel())
+            setattr(model, attr, round(value, 1) if attr == "peak_output_tokens_per_s" else round(value))
+    for key, pct in _percentiles(client, month, until).items():
+        usage.by_model.setdefault(key, EngineModel()).prompt_percentiles = pct
+    return usage
