@@ -209,9 +209,10 @@ def solve(problem: PlacementProblem, *, time_limit_s: float = 10.0, workers: int
     status = _STATUS.get(code, "unknown")
     n_vars = len(model.proto.variables)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        empty: list[dict[int, int]] = [{} for _ in problem.demands]
-        return PlacementSolution(empty, [{} for _ in problem.demands], [0] * len(problem.demands),
-                                 [{} for _ in problem.demands], status, 0.0, 0.0, 1.0,
+        # no solution in time: nothing is placed, and every demand says so (never a silent partial plan)
+        wants = [d.replicas if d.replicas is not None else d.sessions or 0 for d in problem.demands]
+        return PlacementSolution([{} for _ in problem.demands], [{} for _ in problem.demands], wants,
+                                 [dict(d.reserved) for d in problem.demands], status, 0.0, 0.0, 1.0,
                                  time.perf_counter() - started, n_vars, 0)
     objective, bound = solver.objective_value, solver.best_objective_bound
     return PlacementSolution(
