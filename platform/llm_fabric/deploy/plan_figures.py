@@ -5,12 +5,12 @@ shortfalls said in words (which rule or which lack of GPUs keeps which deploymen
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from llm_fabric.deploy.placement import Demand
 from llm_fabric.deploy.plan import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage
 from llm_fabric.deploy.sizing import contexts, replica_estimates
 from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.capacity import CapacityEstimate
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.enrollment.catalog import GpuCatalog, GpuSpec
 from llm_fabric.policies.allocation import OwnerShare
@@ -51,8 +51,8 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
 
 
 def _estimates(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], catalog: GpuCatalog, util: float
-               ) -> list[dict[str, Any]]:
-    cache: dict[tuple[str, int], dict[str, Any]] = {}
+               ) -> list[dict[str, CapacityEstimate]]:
+    cache: dict[tuple[str, int], dict[str, CapacityEstimate]] = {}
     out = []
     for r in reps:
         key = (r.gpu_model, r.tensor_parallel_size)

@@ -9,9 +9,8 @@ useful KV pool must fit (capacity model). Each refusal is said in words.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from llm_fabric.engine.capacity import estimate
+from llm_fabric.engine.capacity import CapacityEstimate, estimate
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.enrollment.catalog import GpuSpec
 from llm_fabric.errors import UsageError
@@ -76,7 +75,7 @@ def _tp_candidates(dep: Deployment, recipe: Recipe, gpus_per_node: int) -> list[
 
 def _estimate(
     recipe: Recipe, gpu: GpuSpec, tp: int, quant: str, dep: Deployment, ctx: int, util: float, users: int = 1
-) -> Any:
+) -> CapacityEstimate:
     return estimate(
         recipe,
         gpu,
@@ -118,7 +117,7 @@ def size_on(
 
 def replica_estimates(
     dep: Deployment, recipe: Recipe, gpu: GpuSpec, tp: int, quant: str, util: float
-) -> dict[str, Any]:
+) -> dict[str, CapacityEstimate]:
     """Capacity estimates of one replica at the p50, p95 and target contexts, and loaded (every p50 slot busy)."""
     ctx = contexts(dep, recipe)
     p50 = _estimate(recipe, gpu, tp, quant, dep, ctx.p50, util)
