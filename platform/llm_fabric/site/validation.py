@@ -54,7 +54,9 @@ class ValidationReport:
 
 SiteCheck = Callable[[SiteRepo], list[Finding]]
 
-SITE_CHECK_MODULES: list[str] = []
+SITE_CHECK_MODULES: list[str] = [
+    "llm_fabric.engine.site_checks",
+]
 
 
 def site_checks() -> list[SiteCheck]:
