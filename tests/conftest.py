@@ -11,4 +11,5 @@ sys.path.insert(0, str(TESTS.parent))  # so that `tests.fixtures...` imports wor
 pytest_plugins = [
     "tests.fixtures.siterepo",
     "tests.fixtures.prometheus",
+    "tests.fixtures.testhost",
 ]

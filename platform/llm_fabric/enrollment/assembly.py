@@ -1,0 +1,123 @@
+"""From a `FactsBundle` (raw probe outputs) to an `Inventory`.
+
+NVIDIA: the `--query-gpu` CSV is the primary source (it alone has the compute capability);
+the `-q -x` XML adds what the CSV lacks (CUDA version) and stands in when an old driver
+refuses the CSV fields. `topo -m` gives the interconnect. AMD: `rocm-smi -a` (names, VRAM,
+driver) merged with `rocminfo` (gfx target) by index. A tool that is missing (exit 127) is a
+note, not an error; a tool that ran and printed something unparseable is a `ParseError`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from llm_fabric.enrollment.facts import FactsBundle, ProbeResult
+from llm_fabric.enrollment.inventory import GpuDevice, GpuReport, HostFacts, Inventory
+from llm_fabric.enrollment.parsers import amd, nvidia_csv, nvidia_topo, nvidia_xml
+from llm_fabric.errors import ParseError
+
+NOT_FOUND = 127
+
+
+def _ran(probe: ProbeResult | None) -> bool:
+    return probe is not None and probe.rc == 0
+
+
+def _merge(primary: GpuReport, extra: GpuReport) -> list[GpuDevice]:
+    """Fill the primary report's missing fields from the other one (matched by UUID, else by index)."""
+    by_uuid = {d.uuid: d for d in extra.devices if d.uuid}
+    by_index = {d.index: d for d in extra.devices}
+    out = []
+    for device in primary.devices:
+        other = by_uuid.get(device.uuid or "") or by_index.get(device.index)
+        if other is None:
+            out.append(device)
+            continue
+        filled = {k: v for k, v in other.model_dump().items() if getattr(device, k) is None and v is not None}
+        out.append(device.model_copy(update=filled))
+    return out
+
+
+def _nvidia(bundle: FactsBundle, inventory: Inventory) -> bool:
+    csv_probe, xml_probe = bundle.probes.get("nvidia_csv"), bundle.probes.get("nvidia_xml")
+    if not (_ran(csv_probe) or _ran(xml_probe)):
+        return False
+    csv = nvidia_csv.parse_query_gpu(csv_probe.stdout) if csv_probe is not None and _ran(csv_probe) else None
+    xml = nvidia_xml.parse_query_xml(xml_probe.stdout) if xml_probe is not None and _ran(xml_probe) else None
+    if csv is not None:
+        report = csv
+        devices = _merge(report, xml) if xml is not None else report.devices
+    else:
+        assert xml is not None
+        report, devices = xml, xml.devices
+        inventory.notes.append("`nvidia-smi --query-gpu` failed; compute capability taken from the GPU catalog")
+    inventory.vendor = "nvidia"
+    inventory.gpus = devices
+    inventory.driver_version = report.driver_version or (xml.driver_version if xml else None)
+    inventory.cuda_version = xml.cuda_version if xml else None
+    topo = bundle.probes.get("nvidia_topo")
+    if topo is not None and _ran(topo):
+        inventory.interconnect = nvidia_topo.parse_topology(topo.stdout).interconnect()
+    else:
+        inventory.notes.append("`nvidia-smi topo -m` failed; interconnect taken from the GPU catalog")
+    return True
+
+
+def _amd(bundle: FactsBundle, inventory: Inventory) -> bool:
+    smi, info = bundle.probes.get("rocm_smi"), bundle.probes.get("rocminfo")
+    if not (_ran(smi) or _ran(info)):
+        return False
+    smi_report = amd.parse_rocm_smi(smi.stdout) if smi is not None and _ran(smi) else None
+    info_report = amd.parse_rocminfo(info.stdout) if info is not None and _ran(info) else None
+    primary = smi_report or info_report
+    assert primary is not None
+    devices = _merge(primary, info_report) if smi_report and info_report else primary.devices
+    inventory.vendor = "amd"
+    inventory.gpus = devices
+    inventory.driver_version = smi_report.driver_version if smi_report else None
+    inventory.rocm_version = info_report.driver_version if info_report else None
+    return True
+
+
+def inventory_from_bundle(bundle: FactsBundle) -> Inventory:
+    inventory = Inventory(host=host_facts(bundle))
+    if not _nvidia(bundle, inventory) and not _amd(bundle, inventory):
+        tried = {k: bundle.probes[k].rc for k in ("nvidia_csv", "rocm_smi", "rocminfo") if k in bundle.probes}
+        missing = [k for k, rc in tried.items() if rc == NOT_FOUND]
+        inventory.notes.append(
+            "no GPU tool answered"
+            + (f" ({', '.join(missing)}: command not found)" if missing else f" (exit statuses {tried})")
+        )
+    return inventory
+
+
+def _value(probe: ProbeResult | None) -> str | None:
+    if probe is None or probe.rc != 0 or not probe.stdout.strip():
+        return None
+    return probe.stdout.strip()
+
+
+def host_facts(bundle: FactsBundle) -> HostFacts:
+    """CPU, RAM, disks, NICs, OS: informational, so a strange line is skipped rather than refused."""
+    p = bundle.probes
+    facts = HostFacts(hostname=_value(p.get("hostname")), kernel=_value(p.get("kernel")))
+    os_release = _value(p.get("os_release")) or ""
+    pretty = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', os_release, re.MULTILINE)
+    facts.os = pretty.group(1) if pretty else None
+    mem = re.search(r"^MemTotal:\s+([0-9]+) kB", _value(p.get("meminfo")) or "", re.MULTILINE)
+    facts.memory_gb = round(int(mem.group(1)) * 1024 / 1e9, 1) if mem else None
+    cpu = _value(p.get("cpuinfo")) or ""
+    model = re.search(r"^Model name:\s*(.+)$", cpu, re.MULTILINE)
+    cores = re.search(r"^CPU\(s\):\s*([0-9]+)\s*$", cpu, re.MULTILINE)
+    facts.cpu_model = model.group(1).strip() if model else None
+    facts.cpu_cores = int(cores.group(1)) if cores else None
+    for line in (_value(p.get("disks")) or "").splitlines():
+        parts = line.split(None, 3)
+        if len(parts) >= 3 and parts[1].isdigit() and parts[2] == "disk":
+            model_name = parts[3].strip() if len(parts) > 3 else ""
+            facts.disks.append(f"{parts[0]} {int(parts[1]) / 1e9:.0f} GB {model_name}".strip())
+    facts.nics = [n for n in (_value(p.get("nics")) or "").split() if n != "lo"]
+    return facts
+
+
+__all__ = ["ParseError", "host_facts", "inventory_from_bundle"]
