@@ -18,6 +18,7 @@ from llm_fabric.errors import EXIT_INTERNAL, EXIT_USAGE, FabricError
 
 COMMAND_MODULES = [
     "llm_fabric.cli.site_commands",
+    "llm_fabric.cli.plan_commands",
 ]
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
