@@ -1,0 +1,96 @@
+"""Pulumi ComponentResources over the resource bundles: one component per concept, the same dicts inside.
+
+A stack's `__main__.py` calls `deploy_stack(NAME, pulumi.Config())`. Core kinds become typed
+pulumi-kubernetes resources (their awaiters know when a Deployment is ready); custom resources
+(Kueue, Prometheus Operator) become `apiextensions.CustomResource`. Either way the inputs are the
+manifest dicts `fabric render` writes, unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from llm_fabric.deploy.build import StackInputs, build_stack, load_inputs
+from llm_fabric.deploy.manifests import Bundle, Manifest, object_id
+from llm_fabric.deploy.options import StackOptions, camel
+
+TYPED: dict[tuple[str, str], Any] = {
+    ("v1", "Namespace"): k8s.core.v1.Namespace,
+    ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "ConfigMap"): k8s.core.v1.ConfigMap,
+    ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
+}
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def kubernetes_resource(obj: Manifest, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    """The Pulumi resource for one manifest; its inputs are the manifest's fields as they are."""
+    name = object_id(obj).split("/", 1)[1]
+    fields = {_snake(k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+    typed = TYPED.get((obj["apiVersion"], obj["kind"]))
+    if typed is not None:
+        resource: pulumi.CustomResource = typed(name, opts=opts, **fields)
+        return resource
+    return k8s.apiextensions.CustomResource(
+        name,
+        api_version=obj["apiVersion"],
+        kind=obj["kind"],
+        opts=opts,
+        **{k: obj[k] for k in obj if k not in ("apiVersion", "kind")},
+    )
+
+
+def concept_type(stack: str, concept: str) -> str:
+    return f"llm-fabric:{stack}:" + "".join(part.capitalize() for part in concept.split("-"))
+
+
+class FabricConcept(pulumi.ComponentResource):
+    """One concept of a stack (a served model, a tenant's queue, the alert rules) and its Kubernetes objects."""
+
+    def __init__(self, stack: str, bundle: Bundle, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(concept_type(stack, bundle.concept), bundle.name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.resources = [kubernetes_resource(obj, child) for obj in bundle.objects]
+        self.object_ids = [object_id(obj) for obj in bundle.objects]
+        self.register_outputs({"objects": self.object_ids})
+
+
+def options_from_config(config: pulumi.Config) -> StackOptions:
+    """Stack config (camelCase keys of Pulumi.yaml) as options; `siteRepo` is relative to the project folder."""
+    values: dict[str, Any] = {}
+    for name in StackOptions.model_fields:
+        raw = config.get(camel(name))
+        if raw not in (None, ""):
+            values[name] = raw
+    values.setdefault("site_repo", config.require("siteRepo"))
+    options = StackOptions.model_validate(values)
+    return options.model_copy(update={"site_repo": Path(options.site_repo).expanduser().resolve()})
+
+
+def deploy_stack(
+    stack: str, config: pulumi.Config | None = None, *, inputs: StackInputs | None = None
+) -> list[FabricConcept]:
+    """Register every concept of `stack`; namespaced objects wait for the namespace when the stack makes it."""
+    if inputs is None:
+        inputs = load_inputs(options_from_config(config or pulumi.Config()))
+    components: list[FabricConcept] = []
+    depends: list[pulumi.Resource] = []
+    for bundle in build_stack(stack, inputs):
+        component = FabricConcept(stack, bundle, pulumi.ResourceOptions(depends_on=list(depends)))
+        components.append(component)
+        if bundle.concept == "namespace":
+            depends.append(component)
+    pulumi.export("site", inputs.site_id)
+    pulumi.export("namespace", inputs.namespace)
+    pulumi.export("objects", [oid for c in components for oid in c.object_ids])
+    return components

@@ -1,0 +1,37 @@
+"""Kubernetes manifests as plain dicts, grouped into bundles: the one definition both delivery paths use.
+
+A bundle is one concept (a served model, a tenant's queue, the alert rules); the Pulumi components
+wrap a bundle's manifests unchanged, and `fabric render` writes the same dicts as YAML files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Manifest = dict[str, Any]
+
+STACKS = ("serving", "allocations", "observability")
+
+
+@dataclass
+class Bundle:
+    concept: str
+    name: str
+    objects: list[Manifest] = field(default_factory=list)
+
+
+def object_id(obj: Manifest) -> str:
+    """`kind/namespace/name` (namespace omitted for cluster-scoped objects): unique in one cluster."""
+    meta = obj["metadata"]
+    ns = meta.get("namespace")
+    return f"{obj['kind']}/{ns}/{meta['name']}" if ns else f"{obj['kind']}/{meta['name']}"
+
+
+def file_name(obj: Manifest) -> str:
+    """`kind-name.yaml` in lower case: kinds do not collide inside one namespace-scoped stack."""
+    return f"{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+
+
+def all_objects(bundles: list[Bundle]) -> list[Manifest]:
+    return [obj for bundle in bundles for obj in bundle.objects]

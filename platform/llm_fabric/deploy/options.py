@@ -1,0 +1,75 @@
+"""What a stack is configured with: the site repo and the knobs of the resources it builds.
+
+One model serves three callers: the Pulumi stacks (config keys, camelCase, declared with a
+description in each `Pulumi.yaml`), `fabric render` (CLI options), and the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import Field
+
+from llm_fabric.basemodel import FabricModel
+
+ENGINE_PORT = 8000
+
+
+class StackOptions(FabricModel):
+    site_repo: Path = Field(description="path of the site repo (fabric.yaml, nodes/, tenants/, deployments/)")
+    site: str | None = Field(None, description="site id whose cluster this stack deploys to; default: the only site")
+    plan_file: Path | None = Field(
+        None, description="a plan saved by `fabric plan --json`; default: plan the site repo afresh"
+    )
+    engine_image: str = Field("vllm/vllm-openai:v0.32.0", description="vLLM image for NVIDIA nodes")
+    engine_image_rocm: str = Field(
+        "rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0",
+        description="vLLM image for AMD nodes",
+    )
+    model_cache_path: str = Field(
+        "/var/lib/llm-fabric/models",
+        description="host folder with staged model weights (made by the provisioning playbook)",
+    )
+    shm_size: str = Field("32Gi", description="size of /dev/shm for tensor-parallel workers")
+    startup_base_seconds: int = Field(600, ge=60, description="startup probe budget before weights are counted")
+    startup_seconds_per_gb: float = Field(
+        1.0, ge=0.0, description="startup probe budget per GB of the replica's GPU memory (weights streamed from disk)"
+    )
+    queue_depth_threshold: int = Field(50, ge=1, description="alert when a deployment's waiting requests exceed this")
+    kv_cache_threshold: float = Field(0.9, gt=0.0, le=1.0, description="alert when KV cache usage exceeds this")
+    prefix_hit_drop_ratio: float = Field(
+        0.7, gt=0.0, lt=1.0, description="alert when the 30m prefix-cache hit rate falls below this share of the 6h one"
+    )
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def config_keys(stack: str) -> dict[str, str]:
+    """camelCase config key -> description, as the stack's Pulumi.yaml declares them."""
+    fields = StackOptions.model_fields
+    return {camel(name): fields[name].description or "" for name in STACK_FIELDS[stack]}
+
+
+_COMMON = ("site_repo", "site")
+STACK_FIELDS: dict[str, tuple[str, ...]] = {
+    "allocations": _COMMON,
+    "serving": (
+        *_COMMON,
+        "plan_file",
+        "engine_image",
+        "engine_image_rocm",
+        "model_cache_path",
+        "shm_size",
+        "startup_base_seconds",
+        "startup_seconds_per_gb",
+    ),
+    "observability": (*_COMMON, "queue_depth_threshold", "kv_cache_threshold", "prefix_hit_drop_ratio"),
+}

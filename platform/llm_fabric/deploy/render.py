@@ -1,0 +1,148 @@
+"""`fabric render`: the stacks' resources as YAML files for Argo CD / Flux.
+
+Layout under OUT, per site: `<site>/<stack>/<kind>-<name>.yaml` and a `kustomization.yaml` in each
+stack folder and one above them (`kubectl apply -k OUT/<site>` applies all three in order).
+Files a previous render wrote that the site repo no longer yields are removed, so that a GitOps
+controller prunes them. With `operator_repo`, `<site>/operator/` holds Pulumi Kubernetes Operator
+`Stack` resources that run the same stacks from the site repo's git remote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llm_fabric import __version__
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
+from llm_fabric.deploy.manifests import Bundle, Manifest, all_objects, file_name
+from llm_fabric.distribution import data_path
+from llm_fabric.errors import UsageError
+
+KUSTOMIZATION = "kustomization.yaml"
+OPERATOR_API = "pulumi.com/v1"
+
+
+@dataclass
+class RenderResult:
+    out: Path
+    site: str
+    files: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+    objects: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "out": str(self.out),
+            "site": self.site,
+            "objects": self.objects,
+            "files": [str(p) for p in self.files],
+            "removed": [str(p) for p in self.removed],
+        }
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, width=1 << 16)
+
+
+def render_stacks(
+    inputs: StackInputs,
+    out: Path,
+    *,
+    stacks: tuple[str, ...] = STACK_ORDER,
+    operator_repo: str | None = None,
+    operator_branch: str = "main",
+) -> RenderResult:
+    site_dir = out / inputs.site_id
+    result = RenderResult(out=out, site=inputs.site_id)
+    built = {stack: build_stack(stack, inputs) for stack in stacks}
+    for stack, bundles in built.items():
+        _write_stack(site_dir / stack, bundles, result)
+        result.objects[stack] = len(all_objects(bundles))
+    _write(site_dir / KUSTOMIZATION, dump_yaml(kustomization(list(stacks))), result)
+    if operator_repo is not None:
+        _write_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result)
+    return result
+
+
+def kustomization(resources: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}
+
+
+def _write(path: Path, text: str, result: RenderResult) -> None:
+    # an unchanged file is left alone, so a re-render leaves git and the controller quiet
+    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+        write_atomic(path, text)
+    result.files.append(path)
+
+
+def _write_stack(folder: Path, bundles: list[Bundle], result: RenderResult) -> None:
+    names: list[str] = []
+    for obj in all_objects(bundles):
+        name = file_name(obj)
+        if name in names:
+            raise UsageError(f"two resources would be written to {folder / name}", hint="rename one of them")
+        names.append(name)
+        _write(folder / name, dump_yaml(obj), result)
+    _write(folder / KUSTOMIZATION, dump_yaml(kustomization(names)), result)
+    keep = {*names, KUSTOMIZATION}
+    for stale in sorted(folder.glob("*.yaml")):
+        if stale.name not in keep:
+            stale.unlink()
+            result.removed.append(stale)
+
+
+def _write_operator(
+    inputs: StackInputs, site_dir: Path, stacks: tuple[str, ...], repo: str, branch: str, result: RenderResult
+) -> None:
+    root = inputs.site.root.resolve()
+    try:
+        rel = site_dir.resolve().relative_to(root)
+    except ValueError as exc:
+        raise UsageError(
+            f"--operator-repo needs the output inside the site repo ({root}); {site_dir} is not",
+            hint=f"render into a folder of the site repo, e.g. --out {root / 'deploy'}",
+        ) from exc
+    names: list[str] = []
+    for i, stack in enumerate(stacks):
+        project = site_dir / "pulumi" / stack
+        for source in ("Pulumi.yaml", "__main__.py"):
+            _write(project / source, data_path("stacks", stack, source).read_text(encoding="utf-8"), result)
+        _write(project / "requirements.txt", f"llm-fabric=={__version__}\n", result)
+        back = "/".join([".."] * (len(rel.parts) + 2))
+        previous = stacks[i - 1] if i else None
+        cr = operator_stack(inputs, stack, repo, branch, f"{rel.as_posix()}/pulumi/{stack}", back, previous)
+        names.append(file_name(cr))
+        _write(site_dir / "operator" / file_name(cr), dump_yaml(cr), result)
+    _write(site_dir / "operator" / KUSTOMIZATION, dump_yaml(kustomization(names)), result)
+
+
+def operator_stack_name(stack: str, site_id: str) -> str:
+    return f"llm-fabric-{stack}-{site_id}"
+
+
+def operator_stack(
+    inputs: StackInputs, stack: str, repo: str, branch: str, repo_dir: str, site_repo: str, after: str | None
+) -> Manifest:
+    """A Pulumi Operator `Stack` that runs `stack` from the site repo's remote (program copied beside the YAML)."""
+    spec: dict[str, Any] = {
+        "stack": f"organization/{stack}-{inputs.site_id}",
+        "projectRepo": repo,
+        "branch": branch,
+        "repoDir": repo_dir,
+        "config": {"siteRepo": site_repo, "site": inputs.site_id},
+        "serviceAccountName": "pulumi",
+        "refresh": True,
+        "destroyOnFinalize": False,
+    }
+    if after is not None:
+        spec["prerequisites"] = [{"name": operator_stack_name(after, inputs.site_id)}]
+    return {
+        "apiVersion": OPERATOR_API,
+        "kind": "Stack",
+        "metadata": {"name": operator_stack_name(stack, inputs.site_id), "namespace": "pulumi-operator"},
+        "spec": spec,
+    }

@@ -1,0 +1,272 @@
+"""The serving fleet: per planned replica a vLLM workload pinned to its node, per deployment a Service.
+
+Also the namespace, the PriorityClasses (dedicated replicas reclaim; pool replicas never preempt),
+a NetworkPolicy that keeps the data in (serving pods reach DNS and the site's allowed CIDRs, nothing
+else), and a PodMonitor whose relabelling gives every vLLM series the plan's labels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from llm_fabric.deploy import labels as L
+from llm_fabric.deploy.manifests import Bundle, Manifest
+from llm_fabric.deploy.options import ENGINE_PORT, StackOptions
+from llm_fabric.deploy.plan import Plan, ReplicaPlacement
+from llm_fabric.deploy.resources.allocations import pool_queue_name
+from llm_fabric.errors import ConfigError, Problem
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import NodeManifest
+
+PRIORITY_DEDICATED = "llm-fabric-dedicated"
+PRIORITY_POOL = "llm-fabric-pool"
+ENGINE_LABELS = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/component": "engine"}
+PROBE_PERIOD = 10
+
+
+def build_serving(site: SiteRepo, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
+    replicas = sorted((r for r in plan.replicas if r.site == site_id), key=lambda r: (r.deployment, r.index))
+    _check_nodes(site, replicas)
+    bundles = [
+        Bundle("namespace", namespace, [_namespace(namespace)]),
+        Bundle("priority-classes", "llm-fabric", _priority_classes()),
+        Bundle("network-policy", "serving", [_network_policy(site, site_id, namespace)]),
+        Bundle("pod-monitor", "serving", [_pod_monitor(namespace)]),
+    ]
+    by_deployment: dict[str, list[ReplicaPlacement]] = {}
+    for replica in replicas:
+        by_deployment.setdefault(replica.deployment, []).append(replica)
+    pool = pool_queue_name(site)
+    for name, placed in sorted(by_deployment.items()):
+        objects = [_service(name, namespace)]
+        objects += [_workload(r, site.nodes[r.node], namespace, options, pool) for r in placed]
+        bundles.append(Bundle("served-model", name, objects))
+    return bundles
+
+
+def _check_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
+    problems = [
+        Problem(
+            f"replica {r.deployment}/{r.index} is placed on node `{r.node}`, which the site repo does not have",
+            hint="re-run `fabric plan`: the plan is older than the site repo",
+        )
+        for r in replicas
+        if r.node not in site.nodes
+    ]
+    for node in {r.node for r in replicas if r.node in site.nodes}:
+        problems += [
+            Problem(p.message, file=site.path_of("nodes", node), field=p.field, hint=p.hint)
+            for p in L.taint_problems(site.nodes[node], None)
+        ]
+    if problems:
+        raise ConfigError(problems, summary="the plan cannot be turned into serving resources")
+
+
+def replica_name(replica: ReplicaPlacement) -> str:
+    return L.dns_name(replica.deployment, str(replica.index))
+
+
+def _namespace(namespace: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": namespace, "labels": L.common_labels("serving", namespace)},
+    }
+
+
+def _priority_classes() -> list[Manifest]:
+    def pclass(name: str, value: int, policy: str, description: str) -> Manifest:
+        return {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name, "labels": L.common_labels("serving", name)},
+            "value": value,
+            "globalDefault": False,
+            "preemptionPolicy": policy,
+            "description": description,
+        }
+
+    return [
+        pclass(
+            PRIORITY_DEDICATED,
+            100000,
+            "PreemptLowerPriority",
+            "replicas of a contributor's dedicated allocation: they reclaim lent GPUs",
+        ),
+        pclass(PRIORITY_POOL, 50000, "Never", "replicas serving the shared pool: they never preempt"),
+    ]
+
+
+def _network_policy(site: SiteRepo, site_id: str, namespace: str) -> Manifest:
+    dns_peer = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
+    egress: list[dict[str, Any]] = [
+        {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}
+    ]
+    allowed = site.config.sites[site_id].egress_allowed
+    if allowed:
+        egress.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in allowed]})
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": "llm-fabric-serving-egress",
+            "namespace": namespace,
+            "labels": L.common_labels("serving", "egress"),
+        },
+        "spec": {"podSelector": {"matchLabels": dict(ENGINE_LABELS)}, "policyTypes": ["Egress"], "egress": egress},
+    }
+
+
+_RELABEL = {"deployment": L.DEPLOYMENT, "replica": L.REPLICA, "owner": L.OWNER, "site": L.SITE, "node": L.NODE}
+
+
+def _meta_label(label: str) -> str:
+    return "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in label)
+
+
+def _pod_monitor(namespace: str) -> Manifest:
+    relabelings = [
+        {"action": "replace", "sourceLabels": [_meta_label(label)], "targetLabel": target}
+        for target, label in _RELABEL.items()
+    ]
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {
+            "name": "llm-fabric-engines",
+            "namespace": namespace,
+            "labels": L.common_labels("serving", "engines"),
+        },
+        "spec": {
+            "selector": {"matchLabels": dict(ENGINE_LABELS)},
+            "podMetricsEndpoints": [
+                {"port": "http", "path": "/metrics", "interval": "30s", "relabelings": relabelings}
+            ],
+        },
+    }
+
+
+def _service(deployment: str, namespace: str) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": deployment,
+            "namespace": namespace,
+            "labels": L.common_labels("serving", deployment) | {L.DEPLOYMENT: deployment},
+        },
+        "spec": {
+            "selector": ENGINE_LABELS | {L.DEPLOYMENT: deployment},
+            "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
+    labels = L.common_labels("engine", replica_name(replica)) | ENGINE_LABELS
+    labels |= {
+        L.DEPLOYMENT: replica.deployment,
+        L.REPLICA: replica_name(replica),
+        L.OWNER: replica.owner,
+        L.SITE: replica.site,
+        L.NODE: replica.node,
+        L.QUEUE_NAME: queue,
+    }
+    if replica.dedicated_for:
+        labels[L.DEDICATED_FOR] = replica.dedicated_for
+    return labels
+
+
+def startup_failure_threshold(node: NodeManifest, replica: ReplicaPlacement, options: StackOptions) -> int:
+    """Probe attempts to cover a cold start: weights fit in the replica's GPU memory, streamed from disk."""
+    gpu_gb = replica.tensor_parallel_size * node.gpus.memory_mib * 1024 * 1024 / 1e9
+    budget = options.startup_base_seconds + options.startup_seconds_per_gb * gpu_gb
+    return math.ceil(budget / PROBE_PERIOD)
+
+
+def engine_arguments(replica: ReplicaPlacement) -> list[str]:
+    """The plan's args; the port is the fabric's, so it is added unless the plan already set it."""
+    args = list(replica.engine_args)
+    if not any(a == "--port" or a.startswith("--port=") for a in args):
+        args += ["--port", str(ENGINE_PORT)]
+    return args
+
+
+def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOptions) -> dict[str, Any]:
+    resource = L.GPU_RESOURCE[node.gpus.vendor]
+    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"} | replica.engine_env
+
+    def probe(period: int, failures: int) -> dict[str, Any]:
+        return {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": period,
+            "timeoutSeconds": 5,
+            "failureThreshold": failures,
+        }
+
+    return {
+        "name": "vllm",
+        "image": options.engine_image_rocm if node.gpus.vendor == "amd" else options.engine_image,
+        "command": ["vllm", "serve"],
+        "args": engine_arguments(replica),
+        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
+        "resources": {"limits": {resource: str(replica.tensor_parallel_size)}},
+        "startupProbe": probe(PROBE_PERIOD, startup_failure_threshold(node, replica, options)),
+        "readinessProbe": probe(10, 3),
+        # a long prefill can starve /health for a while; restart only after minutes of silence
+        "livenessProbe": probe(30, 5),
+        "volumeMounts": [{"name": "models", "mountPath": "/models"}, {"name": "shm", "mountPath": "/dev/shm"}],
+    }
+
+
+def _workload(
+    replica: ReplicaPlacement, node: NodeManifest, namespace: str, options: StackOptions, pool: str
+) -> Manifest:
+    queue = replica.dedicated_for or pool
+    labels = replica_labels(replica, queue)
+    selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": L.HOSTNAME, "operator": "In", "values": [replica.node]}]}
+                ]
+            }
+        }
+    }
+    tolerations = [t.as_toleration() for t in L.node_taints(node)]
+    tolerations.append({"key": L.GPU_RESOURCE[node.gpus.vendor], "operator": "Exists", "effect": "NoSchedule"})
+    pod_spec: dict[str, Any] = {
+        "priorityClassName": PRIORITY_DEDICATED if replica.dedicated_for else PRIORITY_POOL,
+        "affinity": affinity,
+        "tolerations": tolerations,
+        "terminationGracePeriodSeconds": 120,
+        "containers": [_container(replica, node, options)],
+        "volumes": [
+            {"name": "models", "hostPath": {"path": options.model_cache_path, "type": "Directory"}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
+        ],
+    }
+    annotations = {
+        "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
+        "fabric.llm/gpu-model": replica.gpu_model,
+        "fabric.llm/quantization": replica.quantization,
+        "fabric.llm/data-classes": ",".join(replica.data_classes),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": labels[L.REPLICA], "namespace": namespace, "labels": labels, "annotations": annotations},
+        "spec": {
+            "replicas": 1,
+            # two pods of one replica would need twice its GPUs: stop the old one first
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+        },
+    }
