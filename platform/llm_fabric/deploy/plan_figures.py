@@ -32,6 +32,7 @@ def engine_for(recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: st
         max_output_tokens=dep.generation.max_output_tokens,
         presence_penalty=dep.generation.presence_penalty,
         priority_scheduling=priority,
+        served_model_name=dep.name,  # clients address the federation's deployment, not the recipe
     )
     return list(cmd.args), dict(cmd.env)
 
