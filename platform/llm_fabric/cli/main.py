@@ -17,6 +17,7 @@ from llm_fabric import __version__
 from llm_fabric.errors import EXIT_INTERNAL, EXIT_USAGE, FabricError
 
 COMMAND_MODULES = [
+    "llm_fabric.cli.engine_commands",
     "llm_fabric.cli.site_commands",
     "llm_fabric.cli.plan_commands",
 ]
