@@ -1,0 +1,125 @@
+"""Render the report dict as report.md, report.html (with SVG charts) and CSV tables."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from llm_fabric.ledger import charts
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.1f}"
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.2f}"
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f} %"
+
+
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}x"
+
+
+def _drift(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.2f} %"
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("llm_fabric.ledger", "templates"),
+        undefined=StrictUndefined,
+        autoescape=select_autoescape(["html"]),
+        keep_trailing_newline=True,
+        trim_blocks=False,
+    )
+    env.filters.update(num=_num, money=_money, pct=_pct, ratio=_ratio, drift=_drift)
+    return env
+
+
+def _context(report: dict[str, Any]) -> dict[str, Any]:
+    return {**report, "commercial": report["commercial_reference"]}
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    return _env().get_template("report.md.j2").render(r=_context(report))
+
+
+def _charts(report: dict[str, Any]) -> dict[str, str]:
+    models = report["usage_by_model"]
+    names = [m["name"] for m in models]
+    books = report["books"]
+    days = sorted({row["day"] for row in report["daily"]})
+    per_day = {d: 0 for d in days}
+    for row in report["daily"]:
+        per_day[row["day"]] += row["input_tokens"] + row["output_tokens"]
+    return {
+        "ledgers": charts.bar_chart(
+            f"The three ledgers ({report['currency']})",
+            ["price", "operations", "institutional"],
+            [("this month", [books["price_ledger"], books["operations_ledger"], books["institutional_with_cache"]])],
+        ),
+        "tokens": charts.bar_chart(
+            "Tokens per model",
+            names,
+            [("input (uncached)", [m["input_tokens"] - m["cached_input_tokens"] for m in models]),
+             ("cached input", [m["cached_input_tokens"] for m in models]),
+             ("output", [m["output_tokens"] for m in models])],
+        ),
+        "ratio": charts.bar_chart(
+            "Input vs output", names,
+            [("input", [m["input_tokens"] for m in models]), ("output", [m["output_tokens"] for m in models])],
+            log=True,
+        ),
+        "percentiles": charts.bar_chart(
+            "Prompt tokens: p50 vs p95", names,
+            [("p50", [m["prompt_p50"] or 0 for m in models]), ("p95", [m["prompt_p95"] or 0 for m in models])],
+            log=True,
+        ),
+        "daily": charts.line_chart("Daily tokens (input + output)", [d[5:] for d in days],
+                                   [("all models", [per_day[d] for d in days])]),
+    }
+
+
+def render_html(report: dict[str, Any]) -> str:
+    return _env().get_template("report.html.j2").render(r=_context(report), charts=_charts(report))
+
+
+def render_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2, sort_keys=True) + "\n"
+
+
+def _csv(rows: Sequence[dict[str, Any]]) -> str:
+    if not rows:
+        return ""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def render_csvs(report: dict[str, Any]) -> dict[str, str]:
+    books = report["books"]
+    summary = [{"figure": k, "value": v} for k, v in sorted(books.items()) if not isinstance(v, list)]
+    return {
+        "usage_by_model.csv": _csv(report["usage_by_model"]),
+        "usage_by_tenant.csv": _csv(report["usage_by_tenant"]),
+        "daily.csv": _csv(report["daily"]),
+        "price_ledger.csv": _csv(books["price_lines"]),
+        "operations_ledger.csv": _csv(books["hardware"]),
+        "ledgers.csv": _csv(summary),
+        "contributors.csv": _csv(report["contributors"]),
+        "reconciliation.csv": _csv(report["reconciliation"]),
+    }

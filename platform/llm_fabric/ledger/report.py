@@ -1,0 +1,265 @@
+"""The month's report as one JSON-able dict of figures: every output file is rendered from it.
+
+`build_report` gathers usage (records and/or Prometheus), draws up the books, reconciles the
+two sources and lists what is missing; it never fills a gap. The dict's keys are sorted and its
+tables ordered by their natural keys, so the same inputs give the same bytes (but `generated_at`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from llm_fabric.errors import UsageError
+from llm_fabric.ledger.books import Books, ContributorLine, cents, contributor_ledger, draw_up
+from llm_fabric.ledger.engine_usage import EngineModel, EngineUsage, engine_usage
+from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.promapi import PrometheusClient
+from llm_fabric.ledger.records import RecordFormat
+from llm_fabric.ledger.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures, aggregate_records, connect
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import LedgerConfig
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    month: Month
+    records: list[Path]
+    records_format: RecordFormat = "auto"
+    prometheus_url: str | None = None
+    replica_owners: Mapping[tuple[str, str], str] | None = None
+    now: datetime | None = None
+    temp_dir: Path | None = None
+
+
+def _money(value: Decimal | None) -> float | None:
+    return float(cents(value)) if value is not None else None
+
+
+def _token_row(tokens: Tokens) -> dict[str, Any]:
+    return {
+        "requests": tokens.requests,
+        "failed_requests": tokens.failed,
+        "input_tokens": tokens.input,
+        "cached_input_tokens": tokens.cached_input,
+        "output_tokens": tokens.output,
+        "input_output_ratio": tokens.input_output_ratio,
+    }
+
+
+def _usage_row(name: str, fig: UsageFigures) -> dict[str, Any]:
+    row = {"name": name, "source": fig.source, **_token_row(fig.tokens)}
+    for p in PERCENTILES:
+        row[f"prompt_p{p}"] = fig.prompt_percentiles.get(p)
+    row.update(
+        percentiles="exact" if fig.percentiles_exact else "approximate (histogram)",
+        peak_output_tokens_per_s=fig.peak_output_tokens_per_s,
+        peak_total_tokens_per_s=fig.peak_total_tokens_per_s,
+        peak_concurrent_requests=fig.peak_concurrent_requests,
+        max_queue_depth=fig.max_queue_depth,
+        cache_hit_rate=fig.cache_hit_rate,
+        mean_ttft_ms=fig.mean_ttft_ms,
+    )
+    return row
+
+
+def _from_engine(model: EngineModel) -> UsageFigures:
+    return UsageFigures(
+        tokens=model.tokens,
+        prompt_percentiles=model.prompt_percentiles,
+        percentiles_exact=False,
+        peak_output_tokens_per_s=model.peak_output_tokens_per_s,
+        peak_concurrent_requests=model.peak_concurrent_requests,
+        max_queue_depth=model.max_queue_depth,
+        cache_hit_rate=model.cache_hit_rate,
+        source="prometheus",
+    )
+
+
+def merge_models(records: RecordUsage | None, engine: EngineUsage | None) -> dict[str, UsageFigures]:
+    """Per model: records where they exist (exact, per tenant), else engine counters; engine peaks added."""
+    out: dict[str, UsageFigures] = dict(records.by_model) if records else {}
+    for name, model in (engine.by_model if engine else {}).items():
+        if name not in out:
+            out[name] = _from_engine(model)
+            continue
+        fig = out[name]
+        fig.source = "records + prometheus"
+        fig.peak_concurrent_requests = model.peak_concurrent_requests
+        fig.max_queue_depth = model.max_queue_depth
+        if fig.cache_hit_rate is None:
+            fig.cache_hit_rate = model.cache_hit_rate
+    return dict(sorted(out.items()))
+
+
+def _ranges(days: list[date]) -> str:
+    """2026-11-03..05, 2026-11-09: consecutive days folded into ranges."""
+    parts: list[tuple[int, int]] = []
+    for day in sorted(days):
+        if parts and parts[-1][1] == day.toordinal() - 1:
+            parts[-1] = (parts[-1][0], day.toordinal())
+        else:
+            parts.append((day.toordinal(), day.toordinal()))
+    text = []
+    for first, last in parts:
+        a, b = date.fromordinal(first), date.fromordinal(last)
+        text.append(a.isoformat() if a == b else f"{a.isoformat()}..{b.day:02d}")
+    return ", ".join(text)
+
+
+def data_gaps(month: Month, now: datetime, records: RecordUsage | None, engine: EngineUsage | None) -> list[str]:
+    elapsed = month.days_until(now)
+    gaps: list[str] = []
+    if now < month.end:
+        gaps.append(f"the month is not over: figures cover {month.first_day.isoformat()} to {now:%Y-%m-%d %H:%M} UTC")
+    if records is None:
+        gaps.append("no request records given: per-tenant figures and exact percentiles are unavailable")
+    else:
+        days = {d for (_, d) in records.daily}
+        if missing := [d for d in elapsed if d not in days]:
+            gaps.append(f"request records: no records at all on {_ranges(missing)}")
+        for model in sorted(records.by_model):
+            have = {d for (m, d) in records.daily if m == model}
+            if (lost := [d for d in elapsed if d not in have and d in days]):
+                gaps.append(f"request records: `{model}` has no records on {_ranges(lost)}")
+        if records.records_outside_month:
+            gaps.append(f"request records: {records.records_outside_month} records outside {month} were left out")
+    if engine is None:
+        gaps.append("no Prometheus given: peak concurrency, queue depth and the reconciliation are unavailable")
+    else:
+        for model, fig in sorted(engine.by_model.items()):
+            if missing := [d for d in elapsed if d not in fig.days_with_data]:
+                gaps.append(f"Prometheus: `{model}` has no engine samples on {_ranges(missing)}")
+        if records is not None:
+            for model in sorted(set(records.by_model) - set(engine.by_model)):
+                gaps.append(f"`{model}` appears in the request records but not in Prometheus")
+            for model in sorted(set(engine.by_model) - set(records.by_model)):
+                gaps.append(f"`{model}` appears in Prometheus but not in the request records (engine figures used)")
+        if engine.series_without_owner:
+            count = len(engine.series_without_owner)
+            gaps.append(f"Prometheus: {count} series carry no owner label or planned replica")
+    return gaps
+
+
+def reconciliation(
+    records: RecordUsage | None, engine: EngineUsage | None, threshold_pct: Decimal
+) -> list[dict[str, Any]]:
+    if records is None or engine is None:
+        return []
+    rows = []
+    for model in sorted(set(records.by_model) & set(engine.by_model)):
+        rec, eng = records.by_model[model].tokens, engine.by_model[model].tokens
+        drift = round((rec.total - eng.total) / eng.total * 100, 3) if eng.total else None
+        rows.append(
+            {
+                "model": model,
+                "records_input_tokens": rec.input,
+                "engine_input_tokens": eng.input,
+                "records_output_tokens": rec.output,
+                "engine_output_tokens": eng.output,
+                "drift_pct": drift,
+                "warning": drift is None or abs(Decimal(str(drift))) > threshold_pct,
+            }
+        )
+    return rows
+
+
+def _contributor_row(line: ContributorLine) -> dict[str, Any]:
+    return {
+        "owner": line.owner,
+        "contributed_gpus": line.contributed_gpus,
+        "dedicated_gpus": line.dedicated_gpus,
+        "pooled_gpus": line.pooled_gpus,
+        "lend_surplus": line.lend_surplus,
+        "dedicated_deployments": line.dedicated_deployments,
+        "dedicated_usage": _token_row(line.dedicated_usage),
+        "dedicated_value": _money(line.dedicated_value),
+        "lent_to": {user: _token_row(t) for user, t in sorted(line.lent_usage.items())},
+        "lent_value": _money(line.lent_value),
+        "pool_usage": _token_row(line.pool_usage),
+        "served_on_hardware": _token_row(line.served_on_hardware) if line.served_on_hardware else None,
+    }
+
+
+def _books_section(books: Books) -> dict[str, Any]:
+    return {
+        **books.summary(),
+        "price_lines": [
+            {
+                "model": line.deployment,
+                "reference": _money(line.reference),
+                "commercial_with_cache": _money(line.commercial_with_cache),
+                "commercial_without_cache": _money(line.commercial_without_cache),
+            }
+            for line in books.lines
+        ],
+        "hardware": [
+            {"node": h.node, "capex": _money(h.capex), "days_in_service": h.days_in_service,
+             "monthly": _money(h.monthly)}
+            for h in books.hardware
+        ],
+    }
+
+
+def _ledger_config(site: SiteRepo) -> LedgerConfig:
+    if site.ledger is None:
+        raise UsageError(f"{site.root}/ledger.yaml is missing", hint="copy one from examples/cerit-sc/ledger.yaml")
+    return site.ledger
+
+
+def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every figure of the month's report (see docs/ledger.md for each key)."""
+    config = _ledger_config(site)
+    if not inputs.records and not inputs.prometheus_url:
+        raise UsageError("no usage data given", hint="pass --requests FILE and/or --prometheus URL")
+    now = inputs.now or datetime.now(UTC)
+    month = inputs.month
+    records = aggregate_records(connect(inputs.temp_dir), inputs.records, month, inputs.records_format, progress)
+    engine = None
+    if inputs.prometheus_url:
+        client = PrometheusClient(inputs.prometheus_url)
+        engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
+    models = merge_models(records, engine)
+    books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()})
+    pairs = records.by_model_tenant if records else {}
+    served: dict[str, Tokens] | None = None
+    if engine is not None:
+        served = {}
+        for (owner, _model), tokens in engine.by_owner_model.items():
+            served.setdefault(owner, Tokens()).add(tokens)
+    daily = records.daily if records else (engine.daily if engine else {})
+    total = Tokens()
+    for fig in models.values():
+        total.add(fig.tokens)
+    return {
+        "federation": site.config.federation.display_name,
+        "month": str(month),
+        "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "currency": config.currency,
+        "commercial_reference": config.commercial_reference.name,
+        "sources": {
+            "records": None if records is None else {
+                "files": [p.name for p in records.source.files],
+                "formats": records.source.formats,
+                "records_in_month": records.records_in_month,
+                "records_outside_month": records.records_outside_month,
+            },
+            "prometheus": None if engine is None else {
+                "url": engine.url,
+                "covered_until": f"{engine.covered_until:%Y-%m-%dT%H:%M:%SZ}",
+            },
+        },
+        "totals": _token_row(total),
+        "usage_by_model": [_usage_row(n, f) for n, f in models.items()],
+        "usage_by_tenant": [_usage_row(n, f) for n, f in sorted((records.by_tenant if records else {}).items())],
+        "daily": [{"day": d.isoformat(), "model": m, **_token_row(t)} for (m, d), t in sorted(daily.items())],
+        "books": _books_section(books),
+        "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
+        "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
+        "drift_warning_pct": float(config.drift_warning_pct),
+        "data_gaps": data_gaps(month, now, records, engine),
+    }
