@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "llm_fabric.cli.engine_commands",
     "llm_fabric.cli.site_commands",
     "llm_fabric.cli.plan_commands",
+    "llm_fabric.cli.ledger_commands",
 ]
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
