@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 import click
+from rich.console import Console
 from rich.table import Table
 
 from llm_fabric.cli.output import console, print_json
@@ -103,7 +104,8 @@ def _site(site_dir: Path, as_json: bool) -> int:
         table.add_row(r.deployment, f"{e.count}x{e.gpu}", e.quantization, f"{e.context_tokens:,}",
                       _fmt(e.weights_gb), _fmt(e.kv_pool_gb), f"{e.max_concurrency:,}",
                       _fmt(e.decode_tokens_per_s_single), "yes" if e.fits else f"no: {e.reason}")
-    console.print(table, width=130)  # wider than a pipe's default 80 columns: the figures must not be cut
+    # wider than a pipe's default 80 columns: the figures must not be cut
+    Console(width=max(console.width, 120), highlight=False).print(table)
     return 0 if all(r.estimate.fits for r in rows) else 3
 
 
