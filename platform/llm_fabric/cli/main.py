@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "llm_fabric.cli.engine_commands",
     "llm_fabric.cli.site_commands",
     "llm_fabric.cli.plan_commands",
+    "llm_fabric.cli.deploy_commands",
     "llm_fabric.cli.ledger_commands",
 ]
 
