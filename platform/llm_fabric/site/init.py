@@ -8,6 +8,8 @@ from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.distribution import data_path
+from llm_fabric.enrollment.registry import sign_file
+from llm_fabric.enrollment.signing import KeyPair, default_private_key_path, init_keys, load_private_key
 from llm_fabric.errors import UsageError
 from llm_fabric.site import gitrepo
 from llm_fabric.site.schemas import SCHEMA_DIR, export_schemas, kind_of, modeline
@@ -39,13 +41,14 @@ class InitResult:
     example: str | None
     files: list[Path]
     commit: str | None
+    key: KeyPair | None = None
 
 
 def examples() -> list[str]:
     return sorted(p.name for p in data_path("examples").iterdir() if (p / "fabric.yaml").is_file())
 
 
-def init_site(root: Path, example: str | None = None) -> InitResult:
+def init_site(root: Path, example: str | None = None, key_path: Path | None = None) -> InitResult:
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} exists and is not empty", hint="choose a new folder for the site repo")
     if example is not None and example not in examples():
@@ -61,6 +64,7 @@ def init_site(root: Path, example: str | None = None) -> InitResult:
             for folder in ("nodes", "tenants", "deployments", "policies"):
                 (staging / folder).mkdir()
                 (staging / folder / ".gitkeep").touch()
+        key = _sign_declared_nodes(staging, key_path or default_private_key_path(root))
         export_schemas(staging / SCHEMA_DIR)
         files = _add_modelines(staging)
         # the site repo appears complete or not at all
@@ -73,7 +77,24 @@ def init_site(root: Path, example: str | None = None) -> InitResult:
         raise
     gitrepo.init_repo(root)
     commit = gitrepo.commit_paths(root, [Path(".")], f"fabric init{f' --example {example}' if example else ''}")
-    return InitResult(root=root, example=example, files=[root / f.relative_to(staging) for f in files], commit=commit)
+    files = [root / f.relative_to(staging) for f in files]
+    return InitResult(root=root, example=example, files=files, commit=commit, key=key)
+
+
+def _sign_declared_nodes(staging: Path, key_path: Path) -> KeyPair | None:
+    """An example's operator-declared nodes are signed with a new federation key (private key beside the repo).
+
+    `fabric validate` accepts only signed nodes; signing here is the operator vouching for the
+    example's hardware, with the same key that `fabric enroll` will use for new machines.
+    """
+    unsigned = sorted((staging / "nodes").glob("*.yaml")) if (staging / "nodes").is_dir() else []
+    if not unsigned:
+        return None
+    pair = init_keys(staging, key_path, reuse=True)
+    private = load_private_key(key_path)
+    for path in unsigned:
+        sign_file(path, private)
+    return pair
 
 
 def _add_modelines(root: Path) -> list[Path]:

@@ -57,6 +57,7 @@ SiteCheck = Callable[[SiteRepo], list[Finding]]
 SITE_CHECK_MODULES: list[str] = [
     "llm_fabric.engine.site_checks",
     "llm_fabric.policies.gate",
+    "llm_fabric.enrollment.signature_checks",
 ]
 
 

@@ -1,0 +1,171 @@
+"""`fabric enroll`: facts (Ansible or a saved bundle) -> inventory -> verdict -> signed manifest -> commit."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from llm_fabric.enrollment.admission import Verdict, decide
+from llm_fabric.enrollment.assembly import inventory_from_bundle
+from llm_fabric.enrollment.catalog import load_gpu_catalog
+from llm_fabric.enrollment.facts import Connection, FactsBundle, ProgressCallback, Target, gather, load_bundle
+from llm_fabric.enrollment.inventory import Inventory
+from llm_fabric.enrollment.registry import Registration, register
+from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
+from llm_fabric.errors import ConfigError, UsageError
+from llm_fabric.site.loader import SiteRepo, collect_site
+from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
+
+
+@dataclass
+class EnrollRequest:
+    host: str
+    site_root: Path
+    owner: str
+    site: str
+    name: str | None = None
+    connection: Connection = "ssh"
+    ssh_user: str | None = None
+    ssh_port: int | None = None
+    ssh_key: Path | None = None
+    key_path: Path | None = None
+    facts_file: Path | None = None
+    dry_run: bool = False
+
+
+@dataclass
+class EnrollResult:
+    name: str
+    verdict: Verdict
+    inventory: Inventory
+    manifest: NodeManifest | None
+    registration: Registration | None
+
+
+def _site(request: EnrollRequest) -> SiteRepo:
+    site, problems = collect_site(request.site_root)
+    if site is None:
+        raise ConfigError(problems, summary=f"{request.site_root} is not a usable site repo")
+    if request.site not in site.config.sites:
+        raise UsageError(f"unknown site `{request.site}`", hint=f"sites in fabric.yaml: {', '.join(site.config.sites)}")
+    tenant = site.tenants.get(request.owner)
+    if tenant is None or not tenant.contributor:
+        contributors = sorted(n for n, t in site.tenants.items() if t.contributor)
+        raise UsageError(
+            f"`{request.owner}` is not a contributor tenant of this federation",
+            hint=f"contributors: {', '.join(contributors) or 'none'} (add tenants/{request.owner}.yaml with contributor: true)",
+        )
+    return site
+
+
+def gather_one(request: EnrollRequest, progress: ProgressCallback | None = None) -> FactsBundle:
+    target = Target(
+        "target", request.host, request.connection, user=request.ssh_user, port=request.ssh_port, key=request.ssh_key
+    )
+    result = gather([target], forks=1, progress=progress)
+    if "target" in result.unreachable:
+        raise UsageError(
+            f"host {request.host} is unreachable: {result.unreachable['target']}",
+            hint="check the address, --ssh-user/--ssh-port/--ssh-key, and that sshd runs there",
+        )
+    return result.bundles["target"]
+
+
+def node_name(request: EnrollRequest, inventory: Inventory) -> str:
+    """--name, else the machine's own short hostname as a DNS label."""
+    if request.name:
+        return request.name
+    raw = (inventory.host.hostname or request.host).split(".")[0].lower()
+    label = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-")[:63].strip("-")
+    if not label:
+        raise UsageError(f"cannot make a node name from `{raw}`", hint="pass --name NODE")
+    return label
+
+
+def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> EnrollResult:
+    site = _site(request)
+    private = None
+    if not request.dry_run:
+        private = load_private_key(request.key_path or default_private_key_path(request.site_root))
+    bundle = load_bundle(request.facts_file) if request.facts_file else gather_one(request, progress)
+    inventory = inventory_from_bundle(bundle)
+    verdict = decide(inventory)
+    name = node_name(request, inventory)
+    if not verdict.admitted:
+        return EnrollResult(name, verdict, inventory, None, None)
+    manifest = build_manifest(name, request, site, inventory, verdict)
+    if private is None:
+        return EnrollResult(name, verdict, inventory, manifest, None)
+    registration = register(request.site_root, manifest, private)
+    return EnrollResult(name, verdict, inventory, manifest, registration)
+
+
+def _label(value: str) -> str:
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "-", value).strip("-_.")[:63]
+    return text.rstrip("-_.")
+
+
+def build_manifest(
+    name: str, request: EnrollRequest, site: SiteRepo, inventory: Inventory, verdict: Verdict
+) -> NodeManifest:
+    assert verdict.tier != "rejected" and verdict.gpus.model is not None
+    spec = load_gpu_catalog().get(verdict.gpus.model)
+    first = inventory.gpus[0]
+    memory_mib = first.memory_mib or spec.memory_mib
+    capability = verdict.gpus.compute_capability or spec.compute_capability
+    labels = {
+        "fabric.llm/owner": request.owner,
+        "fabric.llm/tier": verdict.tier,
+        "fabric.llm/site": request.site,
+        "fabric.llm/jurisdiction": site.config.sites[request.site].jurisdiction.country,
+        "fabric.llm/gpu-model": spec.id,
+    }
+    if spec.vendor == "nvidia":
+        major, _, minor = capability.partition(".")
+        labels |= {
+            "nvidia.com/gpu.product": _label(first.name),
+            "nvidia.com/gpu.memory": str(memory_mib),
+            "nvidia.com/gpu.count": str(len(inventory.gpus)),
+            "nvidia.com/gpu.compute.major": major,
+            "nvidia.com/gpu.compute.minor": minor or "0",
+        }
+    else:
+        labels |= {
+            "amd.com/gpu.product-name": _label(first.name),
+            "amd.com/gpu.vram": f"{round(memory_mib / 1024)}G",
+            "amd.com/gpu.family": "AI",
+            "amd.com/gpu.device-id": (first.pci_device_id or "").removeprefix("0x"),
+        }
+    host = inventory.host
+    return NodeManifest(
+        name=name,
+        site=request.site,
+        owner=request.owner,
+        tier=verdict.tier,
+        enrolled_at=datetime.now(UTC).replace(microsecond=0),
+        provenance="enrolled",
+        gpus=GpuInventory(
+            catalog_id=spec.id,
+            product=first.name,
+            vendor=spec.vendor,
+            count=len(inventory.gpus),
+            memory_mib=memory_mib,
+            compute_capability=capability,
+            uuids=[g.uuid for g in inventory.gpus if g.uuid],
+            interconnect=inventory.interconnect or spec.interconnect,
+            driver_version=inventory.driver_version or "unknown",
+            cuda_version=inventory.cuda_version,
+        ),
+        host=HostInventory(
+            hostname=host.hostname,
+            cpu_model=host.cpu_model,
+            cpu_cores=host.cpu_cores,
+            memory_gb=host.memory_gb,
+            os=host.os,
+            kernel=host.kernel,
+        ),
+        labels=labels,
+        checks=verdict.checks,
+    )

@@ -1,0 +1,210 @@
+"""Node manifests in the site repo: write (atomic, then a git commit), compare, verify, retire.
+
+Registration holds `.git/fabric-enroll.lock` from the GPU-UUID check to the commit, so that two
+enrolments into one repo at the same time cannot both claim a GPU and neither loses its commit.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from ruamel.yaml import YAML
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.documents import load_model, read_yaml, validate_document
+from llm_fabric.enrollment.signing import load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
+from llm_fabric.site import gitrepo
+from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.schemas import modeline
+
+NODES = "nodes"
+# facts that change on every enrolment and say nothing about the machine
+_VOLATILE = ("enrolled_at", "signature", "checks")
+
+
+def node_path(root: Path, name: str) -> Path:
+    return root / NODES / f"{name}.yaml"
+
+
+def manifest_text(manifest: NodeManifest) -> str:
+    data = manifest.model_dump(mode="json", exclude_none=True)
+    yaml = YAML()
+    yaml.default_flow_style = False
+    yaml.width = 4096
+    buffer = io.StringIO()
+    yaml.dump(data, buffer)
+    header = f"{modeline(Path(NODES) / (manifest.name + '.yaml'))}\n# Written by `fabric enroll`; signed: edit it by re-enrolling, never by hand.\n"
+    return header + buffer.getvalue()
+
+
+@contextmanager
+def _enroll_lock(root: Path) -> Iterator[None]:
+    if not gitrepo.is_repo(root):
+        raise UsageError(f"{root} is not a git site repo", hint="create one with `fabric init DIR`")
+    with open(root / ".git" / "fabric-enroll.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def load_nodes(root: Path) -> dict[str, NodeManifest]:
+    """Every loadable manifest in nodes/ (files that do not load are left to `fabric validate`)."""
+    out = {}
+    for path in sorted((root / NODES).glob("*.yaml")):
+        try:
+            out[path.stem] = load_model(path, NodeManifest)
+        except ConfigError:
+            continue
+    return out
+
+
+@dataclass
+class Registration:
+    path: Path
+    commit: str | None
+    previous: NodeManifest | None
+    changes: list[str] = field(default_factory=list)
+
+
+def register(root: Path, manifest: NodeManifest, private: Ed25519PrivateKey, *, dry_run: bool = False) -> Registration:
+    with _enroll_lock(root):
+        nodes = load_nodes(root)
+        _refuse_claimed_gpus(manifest, nodes)
+        previous = nodes.get(manifest.name)
+        signed = sign_manifest(manifest, private)
+        path = node_path(root, manifest.name)
+        changes = describe_changes(previous, signed) if previous is not None else []
+        if dry_run:
+            return Registration(path, None, previous, changes)
+        write_atomic(path, manifest_text(signed), mode=0o644)
+        verb = "re-enroll" if previous is not None else "enroll"
+        g = signed.gpus
+        message = f"{verb} {signed.name}: {signed.tier} tier, {g.count}x {g.catalog_id} ({signed.owner}@{signed.site})"
+        if changes:
+            message += "\n\n" + "\n".join(f"- {c}" for c in changes)
+        commit = gitrepo.commit_paths(root, [path], message)
+        return Registration(path, commit, previous, changes)
+
+
+def _refuse_claimed_gpus(manifest: NodeManifest, nodes: dict[str, NodeManifest]) -> None:
+    mine = set(manifest.gpus.uuids)
+    for name, node in nodes.items():
+        if name == manifest.name or node.status == "retired":
+            continue
+        shared = sorted(mine & set(node.gpus.uuids))
+        if shared:
+            raise PolicyRefusal(
+                f"refused: {len(shared)} of these GPUs are already registered under node `{name}`",
+                problems=[
+                    Problem(f"GPU {u} belongs to `{name}`", file=Path(NODES) / f"{name}.yaml") for u in shared[:4]
+                ],
+                hint=f"re-enroll with --name {name} if this is that machine, or `fabric nodes retire {name}` first",
+            )
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def describe_changes(old: NodeManifest, new: NodeManifest) -> list[str]:
+    """What re-enrolling changed, in words; a swapped GPU shows as a removed and an added UUID."""
+    before = _flatten(old.model_dump(mode="json", exclude=set(_VOLATILE)))
+    after = _flatten(new.model_dump(mode="json", exclude=set(_VOLATILE)))
+    changes = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        if a == b:
+            continue
+        if key == "gpus.uuids":
+            removed, added = sorted(set(a or []) - set(b or [])), sorted(set(b or []) - set(a or []))
+            if removed:
+                changes.append(f"GPU removed: {', '.join(removed)}")
+            if added:
+                changes.append(f"GPU added: {', '.join(added)}")
+            continue
+        changes.append(f"{key}: {a} -> {b}")
+    return changes
+
+
+def sign_file(path: Path, private: Ed25519PrivateKey) -> NodeManifest:
+    """Sign a manifest written by an operator, keeping its comments and layout."""
+    doc = read_yaml(path)
+    manifest = validate_document(doc, NodeManifest)
+    signed = sign_manifest(manifest, private)
+    assert signed.signature is not None
+    doc.tree["signature"] = signed.signature.model_dump(mode="json")
+    yaml = YAML(typ="rt")
+    yaml.width = 4096
+    buffer = io.StringIO()
+    yaml.dump(doc.tree, buffer)
+    write_atomic(path, buffer.getvalue(), mode=0o644)
+    return signed
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    path: Path
+    manifest: NodeManifest | None
+    problem: str | None
+
+
+def verify_nodes(root: Path) -> list[NodeStatus]:
+    keys = load_public_keys(root)
+    out = []
+    for path in sorted((root / NODES).glob("*.yaml")):
+        try:
+            manifest = load_model(path, NodeManifest)
+        except ConfigError as exc:
+            out.append(NodeStatus(path.stem, path, None, "; ".join(str(p) for p in exc.problems)))
+            continue
+        out.append(NodeStatus(path.stem, path, manifest, verify_manifest(manifest, keys)))
+    return out
+
+
+def retire(root: Path, name: str, private: Ed25519PrivateKey) -> Registration:
+    """Mark a node retired (re-signed, committed). Draining its workloads is the drain playbook's job."""
+    with _enroll_lock(root):
+        path = node_path(root, name)
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in (root / NODES).glob("*.yaml"))) or "none"
+            raise UsageError(f"no node `{name}` in {root / NODES}", hint=f"known nodes: {known}")
+        current = load_model(path, NodeManifest)
+        problem = verify_manifest(current, load_public_keys(root))
+        if problem is not None:
+            raise PolicyRefusal(f"refused to retire `{name}`: {problem}", hint="run `fabric nodes verify`")
+        if current.status == "retired":
+            return Registration(path, None, current, [])
+        updated = sign_manifest(current.model_copy(update={"status": "retired"}), private)
+        write_atomic(
+            path, manifest_text(updated) if current.provenance == "enrolled" else _resigned_text(path, updated)
+        )
+        commit = gitrepo.commit_paths(root, [path], f"retire {name}")
+        return Registration(path, commit, current, [f"status: {current.status} -> retired"])
+
+
+def _resigned_text(path: Path, manifest: NodeManifest) -> str:
+    doc = read_yaml(path)
+    doc.tree["status"] = manifest.status
+    assert manifest.signature is not None
+    doc.tree["signature"] = manifest.signature.model_dump(mode="json")
+    yaml = YAML(typ="rt")
+    yaml.width = 4096
+    buffer = io.StringIO()
+    yaml.dump(doc.tree, buffer)
+    return buffer.getvalue()

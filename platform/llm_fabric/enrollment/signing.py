@@ -1,0 +1,134 @@
+"""Node manifest signatures: Ed25519 over the canonical content of the manifest.
+
+Canonical content = the manifest without its `signature` block, as sorted-key compact JSON of
+`model_dump(mode="json")`. Defaults are included, so writing a default value out explicitly
+does not change the signature, while any change of any value does.
+
+The federation's public keys live in the site repo (`keys/*.pub`, PEM); the private key lives
+outside it (mode 0600). A key is named by its key id: the first 16 hex digits of the SHA-256 of
+the raw public key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.errors import UsageError
+from llm_fabric.site.models import NodeManifest, Signature
+
+KEYS_DIR = "keys"
+PUBLIC_KEY_FILE = "enrollment.pub"
+KEY_ENV = "FABRIC_ENROLLMENT_KEY"
+
+
+def canonical_bytes(manifest: NodeManifest) -> bytes:
+    content = manifest.model_dump(mode="json", exclude={"signature"})
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def key_id(public: Ed25519PublicKey) -> str:
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def sign_manifest(manifest: NodeManifest, private: Ed25519PrivateKey) -> NodeManifest:
+    value = base64.b64encode(private.sign(canonical_bytes(manifest))).decode("ascii")
+    return manifest.model_copy(update={"signature": Signature(key_id=key_id(private.public_key()), value=value)})
+
+
+def verify_manifest(manifest: NodeManifest, public_keys: dict[str, Ed25519PublicKey]) -> str | None:
+    """None when the signature holds; otherwise what is wrong, in words."""
+    sig = manifest.signature
+    if sig is None:
+        return "the manifest is not signed"
+    public = public_keys.get(sig.key_id)
+    if public is None:
+        known = ", ".join(sorted(public_keys)) or "none"
+        return f"signed by key {sig.key_id}, which is not in keys/ (known: {known})"
+    try:
+        public.verify(base64.b64decode(sig.value, validate=True), canonical_bytes(manifest))
+    except (InvalidSignature, ValueError):
+        return "the signature does not match the content: the manifest was changed after it was signed"
+    return None
+
+
+def default_private_key_path(site_root: Path) -> Path:
+    """`$FABRIC_ENROLLMENT_KEY`, else `<site repo>.enrollment.key` beside the repo (never inside it)."""
+    from_env = os.environ.get(KEY_ENV)
+    if from_env:
+        return Path(from_env)
+    resolved = site_root.resolve()
+    return resolved.parent / f"{resolved.name}.enrollment.key"
+
+
+@dataclass
+class KeyPair:
+    private_path: Path
+    public_path: Path
+    key_id: str
+    created: bool
+
+
+def init_keys(site_root: Path, private_path: Path | None = None, *, reuse: bool = False) -> KeyPair:
+    """Create the federation's enrollment key pair: public key into the repo, private key outside it."""
+    private_path = private_path or default_private_key_path(site_root)
+    public_path = site_root / KEYS_DIR / PUBLIC_KEY_FILE
+    if private_path.resolve().is_relative_to(site_root.resolve()):
+        raise UsageError(f"{private_path} is inside the site repo", hint="keep the private key outside the repo")
+    if private_path.exists():
+        if not reuse:
+            raise UsageError(f"{private_path} already exists", hint="use it, or give another --private-key path")
+        private = load_private_key(private_path)
+        created = False
+    else:
+        private = Ed25519PrivateKey.generate()
+        pem = private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        write_atomic(private_path, pem, mode=0o600)
+        created = True
+    public_pem = private.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    write_atomic(public_path, public_pem, mode=0o644)
+    return KeyPair(private_path, public_path, key_id(private.public_key()), created)
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except FileNotFoundError as exc:
+        raise UsageError(
+            f"enrollment private key {path} not found",
+            hint="run `fabric keys init --site-repo DIR`, or pass --key / set FABRIC_ENROLLMENT_KEY",
+        ) from exc
+    except (OSError, ValueError, TypeError) as exc:
+        raise UsageError(f"{path} is not a PEM private key: {exc}") from exc
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UsageError(f"{path} is not an Ed25519 key", hint="create one with `fabric keys init`")
+    if path.stat().st_mode & 0o077:
+        raise UsageError(f"{path} is readable by others", hint=f"chmod 600 {path}")
+    return key
+
+
+def load_public_keys(site_root: Path) -> dict[str, Ed25519PublicKey]:
+    keys: dict[str, Ed25519PublicKey] = {}
+    folder = site_root / KEYS_DIR
+    for path in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
+        try:
+            key = serialization.load_pem_public_key(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path} is not a PEM public key: {exc}") from exc
+        if isinstance(key, Ed25519PublicKey):
+            keys[key_id(key)] = key
+    return keys
