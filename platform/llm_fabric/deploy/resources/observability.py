@@ -80,7 +80,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             f"sum by ({BY_REPLICA}) (increase(vllm:num_preemptions_total[10m])) > 0",
             "15m",
             "warning",
-            "{{ $labels.deployment }}/{{ $labels.replica }} preempted {{ $value }} requests in 10 minutes",
+            "{{ $labels.deployment }}/{{ $labels.replica }} keeps preempting requests",
             "KV memory runs out: preempted requests redo their whole prefill",
         ),
         _alert(
