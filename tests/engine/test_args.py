@@ -1,0 +1,71 @@
+"""`vllm serve` arguments: the flags vLLM knows, the kernel environment, refusals; the CLI around them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_fabric.cli.main import main
+from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.enrollment.catalog import load_gpu_catalog
+from llm_fabric.errors import PolicyRefusal, UsageError
+
+
+def _value(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def test_kimi_on_b300() -> None:
+    cmd = engine_command(get_recipe("kimi-k2.6"), gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=4)
+    assert cmd.args[0] == "moonshotai/Kimi-K2.6"
+    assert _value(cmd.args, "--tensor-parallel-size") == "4"
+    assert _value(cmd.args, "--tool-call-parser") == "kimi_k2" and "--enable-auto-tool-choice" in cmd.args
+    assert _value(cmd.args, "--reasoning-parser") == "kimi_k2" and "--trust-remote-code" in cmd.args
+    assert json.loads(_value(cmd.args, "--override-generation-config")) == {"max_new_tokens": 32768}
+    assert "--quantization" not in cmd.args  # read from the checkpoint's config
+    assert cmd.env["VLLM_USE_FLASHINFER_MOE_FP4"] == "1"
+    assert "--scheduling-policy" not in cmd.args
+
+
+def test_dedicated_glm_with_presence_penalty_and_fp8_kv() -> None:
+    cmd = engine_command(get_recipe("glm-5.1"), gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=2,
+                         quantization="nvfp4", kv_cache_dtype="fp8", max_model_len=131072, priority_scheduling=True)
+    assert _value(cmd.args, "--scheduling-policy") == "priority"
+    assert _value(cmd.args, "--kv-cache-dtype") == "fp8"
+    assert _value(cmd.args, "--max-model-len") == "131072"
+    # vLLM ignores presence_penalty in --override-generation-config; the gateway injects it
+    assert "presence_penalty" not in _value(cmd.args, "--override-generation-config")
+    assert cmd.request_defaults["presence_penalty"] == 0.5
+
+
+def test_refusals() -> None:
+    catalog = load_gpu_catalog()
+    with pytest.raises(PolicyRefusal, match="not native on sm_90"):
+        engine_command(get_recipe("glm-5.1"), gpu=catalog.get("h200"), tensor_parallel_size=8, quantization="nvfp4")
+    with pytest.raises(UsageError, match="tensor-parallel size 3"):
+        engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=3)
+    with pytest.raises(UsageError, match="exceeds"):
+        engine_command(get_recipe("gpt-oss-120b"), gpu=catalog.get("h200"), tensor_parallel_size=1,
+                       max_model_len=1_000_000)
+
+
+def test_cli_capacity_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", "--model", "deepseek-v3", "--gpu", "b200", "--count", "8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("weights_gb", "kv_bytes_per_token", "kv_pool_gb", "max_concurrency", "replicas_needed",
+                "decode_tokens_per_s_single", "decode_tokens_per_s_per_user", "decode_tokens_per_s_total",
+                "prefill_seconds", "fits", "reason"):
+        assert key in data
+    assert main(["capacity", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--count", "8"]) == 3
+    assert main(["capacity", "--model", "deepseek-v3", "--gpu", "h100", "--count", "8"]) == 2
+    assert "did you mean" in capsys.readouterr().err
+
+
+def test_cli_engine_args(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["engine-args", "--model", "gpt-oss-120b", "--gpu", "h200", "--count", "1", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["argv"][:3] == ["vllm", "serve", "openai/gpt-oss-120b"]
+    assert _value(data["args"], "--reasoning-parser") == "openai_gptoss"
+    assert main(["engine-args", "--model", "glm-5.1", "--gpu", "h200", "--count", "8", "--quantization", "nvfp4"]) == 3
