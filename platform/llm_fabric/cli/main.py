@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "llm_fabric.cli.plan_commands",
     "llm_fabric.cli.deploy_commands",
     "llm_fabric.cli.ledger_commands",
+    "llm_fabric.cli.enroll_commands",
 ]
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -1,0 +1,359 @@
+"""`fabric enroll`, `fabric facts`, `fabric keys init`, `fabric nodes list|show|verify|retire|sign`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from llm_fabric.cli.output import console, print_json
+from llm_fabric.documents import load_model
+from llm_fabric.enrollment.enroll import EnrollRequest, EnrollResult, enroll, gather_one
+from llm_fabric.enrollment.facts import save_bundle
+from llm_fabric.enrollment.registry import manifest_text, node_path, retire, sign_file, verify_nodes
+from llm_fabric.enrollment.signing import default_private_key_path, init_keys, load_private_key
+from llm_fabric.errors import EXIT_OK, EXIT_POLICY, PolicyRefusal, Problem, UsageError
+from llm_fabric.site.models import NodeManifest
+
+_STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
+_TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold red"}
+
+site_repo_option = click.option(
+    "--site-repo",
+    "site_repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The federation's site repo.",
+)
+key_option = click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Enrollment private key (default: $FABRIC_ENROLLMENT_KEY, else SITE_REPO.enrollment.key beside the repo).",
+)
+
+
+def _connection_options(func: Any) -> Any:
+    for option in reversed(
+        [
+            click.option("--connection", type=click.Choice(["ssh", "local"]), default="ssh", show_default=True),
+            click.option("--ssh-user", metavar="U", help="SSH user (default: yours / ssh config)."),
+            click.option("--ssh-port", metavar="P", type=int, help="SSH port (default 22)."),
+            click.option("--ssh-key", metavar="K", type=click.Path(dir_okay=False, path_type=Path), help="SSH key."),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+class _Progress:
+    """A spinner while Ansible runs (on stderr, so --json output stays clean)."""
+
+    def __init__(self, host: str) -> None:
+        self.status = console.status(f"gathering facts from {host} with Ansible ...") if console.is_terminal else None
+
+    def __enter__(self) -> _Progress:
+        if self.status is not None:
+            self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.__exit__(None, None, None)
+
+    def __call__(self, host: str, what: str) -> None:
+        if self.status is not None:
+            self.status.update(f"gathering facts with Ansible: {what}")
+
+
+def result_json(result: EnrollResult) -> dict[str, object]:
+    v = result.verdict
+    reg = result.registration
+    return {
+        "node": result.name,
+        "tier": v.tier,
+        "checks": [c.model_dump(mode="json") for c in v.checks],
+        "gpus": {
+            "model": v.gpus.model,
+            "count": v.gpus.count,
+            "memory_gb_total": v.gpus.memory_gb_total,
+            "compute_capability": v.gpus.compute_capability,
+        },
+        "manifest": str(reg.path) if reg is not None else None,
+        "commit": reg.commit if reg is not None else None,
+        "changes": reg.changes if reg is not None else [],
+    }
+
+
+def print_verdict(result: EnrollResult) -> None:
+    v = result.verdict
+    table = Table(title=f"admission of {result.name}", title_justify="left")
+    for col in ("check", "status", "value", "threshold", "detail"):
+        table.add_column(col)
+    for c in v.checks:
+        style = _STATUS_STYLE[c.status]
+        value = "" if c.value is None else str(c.value)
+        threshold = "" if c.threshold is None else str(c.threshold)
+        table.add_row(c.id, f"[{style}]{c.status}[/]", value, threshold, c.detail)
+    console.print(table)
+    g = v.gpus
+    console.print(
+        f"GPUs: {g.count} x {g.product or '-'} ({g.model or 'not in catalog'}), {g.memory_gb_total} GB in all, "
+        f"compute capability {g.compute_capability or '-'}"
+    )
+    console.print(f"tier: [{_TIER_STYLE[v.tier]}]{v.tier}[/]")
+    for note in result.inventory.notes:
+        console.print(f"note: {note}", markup=False)
+
+
+@click.command("enroll")
+@click.argument("host")
+@site_repo_option
+@click.option("--owner", required=True, metavar="GROUP", help="Contributing tenant that owns the machine.")
+@click.option("--site", "site", required=True, metavar="SITE", help="Site (in fabric.yaml) where the machine runs.")
+@click.option("--name", metavar="NODE", help="Node name (default: the machine's short hostname).")
+@_connection_options
+@click.option(
+    "--facts", "facts_file", type=click.Path(dir_okay=False, path_type=Path), help="Decide from a saved bundle."
+)
+@key_option
+@click.option("--dry-run", is_flag=True, help="Decide and print; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
+    """Gather HOST's facts with Ansible, decide admission, and register a signed node manifest.
+
+    Exit 0 when admitted (full or limited tier), 3 when rejected, 2 on usage or connection errors.
+
+    \b
+    Examples:
+      fabric enroll gpu7.example.org --site-repo ./site --owner cerit-sc --site brno --ssh-user root
+      fabric enroll localhost --connection local --site-repo ./site --owner cerit-sc --site brno --dry-run
+      fabric enroll gpu7 --facts gpu7.facts.json --site-repo ./site --owner cerit-sc --site brno --json
+    """
+    as_json = opts.pop("as_json")
+    request = EnrollRequest(host=host, site_root=site_repo, **opts)
+    with _Progress(host) as progress:
+        result = enroll(request, progress=None if opts["facts_file"] else progress)
+    if as_json:
+        print_json(result_json(result))
+    else:
+        print_verdict(result)
+        _print_outcome(result, request.dry_run)
+    return EXIT_OK if result.verdict.admitted else EXIT_POLICY
+
+
+def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
+    reg = result.registration
+    if not result.verdict.admitted:
+        failed = ", ".join(c.id for c in result.verdict.checks if c.status == "fail")
+        console.print(f"[red]rejected[/]: failed {failed}; nothing was written")
+    elif dry_run or reg is None:
+        console.print("dry run: nothing was written")
+    else:
+        verb = "updated" if reg.previous is not None else "registered"
+        console.print(f"{verb} {reg.path} (commit {reg.commit or 'none: unchanged'})")
+        for change in reg.changes:
+            console.print(f"  changed: {change}", markup=False)
+
+
+@click.command("facts")
+@click.argument("host")
+@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Bundle file.")
+@_connection_options
+def facts_command(
+    host: str, out: Path, connection: str, ssh_user: str | None, ssh_port: int | None, ssh_key: Path | None
+) -> None:
+    """Only gather HOST's facts into a bundle, for `fabric enroll --facts` on another machine.
+
+    \b
+    Example:
+      fabric facts gpu7.example.org --ssh-user root -o gpu7.facts.json
+    """
+    request = EnrollRequest(
+        host=host,
+        site_root=Path("."),
+        owner="",
+        site="",
+        connection=connection,  # type: ignore[arg-type]
+        ssh_user=ssh_user,
+        ssh_port=ssh_port,
+        ssh_key=ssh_key,
+    )
+    with _Progress(host) as progress:
+        bundle = gather_one(request, progress)
+    save_bundle(bundle, out)
+    ran = sum(1 for p in bundle.probes.values() if p.rc == 0)
+    console.print(f"wrote {out}: {ran} of {len(bundle.probes)} probes answered")
+
+
+@click.group("keys")
+def keys_group() -> None:
+    """The federation's enrollment key pair.
+
+    \b
+    Example:
+      fabric keys init --site-repo ./site --private-key ~/.config/llm-fabric/site.key
+    """
+
+
+@keys_group.command("init")
+@site_repo_option
+@click.option(
+    "--private-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where the private key goes (outside the repo).",
+)
+def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
+    """Create an Ed25519 key pair: public key in SITE_REPO/keys/, private key outside it (mode 0600).
+
+    \b
+    Example:
+      fabric keys init --site-repo ./site
+    """
+    from llm_fabric.site import gitrepo
+
+    pair = init_keys(site_repo, private_key or default_private_key_path(site_repo))
+    commit = (
+        gitrepo.commit_paths(site_repo, [pair.public_path], f"enrollment key {pair.key_id}")
+        if gitrepo.is_repo(site_repo)
+        else None
+    )
+    console.print(
+        f"key {pair.key_id}: public {pair.public_path} (commit {commit or '-'}), private {pair.private_path} (0600)"
+    )
+
+
+@click.group("nodes")
+def nodes_group() -> None:
+    """Registered nodes: list, show, verify signatures, retire, sign.
+
+    \b
+    Example:
+      fabric nodes verify --site-repo ./site
+    """
+
+
+@nodes_group.command("list")
+@site_repo_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def nodes_list_command(site_repo: Path, as_json: bool) -> None:
+    """List the nodes with tier, GPUs, owner and signature state.
+
+    \b
+    Example:
+      fabric nodes list --site-repo ./site
+    """
+    rows = []
+    for st in verify_nodes(site_repo):
+        m = st.manifest
+        rows.append(
+            {
+                "name": st.name,
+                "site": m.site if m else None,
+                "owner": m.owner if m else None,
+                "tier": m.tier if m else None,
+                "status": m.status if m else None,
+                "gpus": f"{m.gpus.count}x {m.gpus.catalog_id}" if m else None,
+                "provenance": m.provenance if m else None,
+                "signature": "ok" if st.problem is None else "INVALID",
+            }
+        )
+    if as_json:
+        print_json(rows)
+        return
+    table = Table()
+    for col in ("name", "site", "owner", "tier", "status", "gpus", "provenance", "signature"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            *[
+                "" if r[c] is None else str(r[c])
+                for c in ("name", "site", "owner", "tier", "status", "gpus", "provenance")
+            ],
+            "[green]ok[/]" if r["signature"] == "ok" else "[red]INVALID[/]",
+        )
+    console.print(table)
+
+
+@nodes_group.command("show")
+@click.argument("name")
+@site_repo_option
+def nodes_show_command(name: str, site_repo: Path) -> None:
+    """Print a node's manifest and whether its signature holds.
+
+    \b
+    Example:
+      fabric nodes show dgx-b200-01 --site-repo ./site
+    """
+    status = next((s for s in verify_nodes(site_repo) if s.name == name), None)
+    if status is None:
+        raise UsageError(f"no node `{name}` in {site_repo / 'nodes'}", hint="see `fabric nodes list`")
+    click.echo(node_path(site_repo, name).read_text() if status.manifest is None else manifest_text(status.manifest))
+    console.print("signature: " + ("[green]valid[/]" if status.problem is None else f"[red]{status.problem}[/]"))
+
+
+@nodes_group.command("verify")
+@site_repo_option
+def nodes_verify_command(site_repo: Path) -> int:
+    """Check every node's signature; exit 3 if any manifest was edited by hand or is unsigned.
+
+    \b
+    Example:
+      fabric nodes verify --site-repo ./site
+    """
+    statuses = verify_nodes(site_repo)
+    bad = [s for s in statuses if s.problem is not None]
+    if bad:
+        raise PolicyRefusal(
+            f"{len(bad)} of {len(statuses)} node manifests fail verification",
+            problems=[Problem(s.problem or "", file=s.path) for s in bad],
+            hint="re-enroll the machine (`fabric enroll`) or have an operator sign it (`fabric nodes sign`)",
+        )
+    console.print(f"[green]all {len(statuses)} node signatures are valid[/]")
+    return EXIT_OK
+
+
+@nodes_group.command("retire")
+@click.argument("name")
+@site_repo_option
+@key_option
+def nodes_retire_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Mark a node retired (re-signed and committed); placement stops using it.
+
+    \b
+    Example:
+      fabric nodes retire hgx-h200-ceitec --site-repo ./site
+    """
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    reg = retire(site_repo, name, private)
+    console.print(f"{name}: retired ({reg.path}, commit {reg.commit or 'none: already retired'})")
+
+
+@nodes_group.command("sign")
+@click.argument("name")
+@site_repo_option
+@key_option
+def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Sign a node manifest an operator wrote by hand (provenance: declared), vouching for it.
+
+    \b
+    Example:
+      fabric nodes sign dgx-b300-02 --site-repo ./site
+    """
+    from llm_fabric.site import gitrepo
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    path = node_path(site_repo, name)
+    if load_model(path, NodeManifest).provenance != "declared":
+        raise UsageError(f"`{name}` was enrolled, not declared", hint="re-enroll it instead of signing by hand")
+    sign_file(path, private)
+    commit = (
+        gitrepo.commit_paths(site_repo, [path], f"sign declared node {name}") if gitrepo.is_repo(site_repo) else None
+    )
+    console.print(f"signed {path} (commit {commit or '-'})")
+
+
+commands = [enroll_command, facts_command, keys_group, nodes_group]
