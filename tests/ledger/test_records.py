@@ -24,7 +24,8 @@ def _known(tmp_path: Path) -> Path:
     rows: list[dict[str, object]] = []
     for i in range(1, 101):
         rows.append({"ts": f"2026-11-{i % 30 + 1:02d}T12:00:00+02:00", "model": "a",
-                     "tenant": "t1" if i <= 60 else "t2", "prompt_tokens": i, "completion_tokens": 2, "cached_prompt_tokens": i // 2,
+                     "tenant": "t1" if i <= 60 else "t2", "prompt_tokens": i, "completion_tokens": 2,
+                     "cached_prompt_tokens": i // 2,
                      "ttft_ms": 100.0, "status": "ok" if i % 25 else "error"})
     for _ in range(1000):
         rows.append({"ts": "2026-11-30T23:59:59Z", "model": "b", "tenant": "t2", "prompt_tokens": 10,

@@ -1,0 +1,102 @@
+"""The report from a real Prometheus: live scraping of a replay exporter, and a backfilled month."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from llm_fabric.errors import UsageError
+from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.replay import ReplayServer, load_series, openmetrics_history
+from llm_fabric.ledger.report import ReportInputs, build_report
+from llm_fabric.ledger.synthetic import generate_records
+from llm_fabric.site.loader import load_site
+from tests.fixtures.prometheus import PrometheusServer, free_port, scrape_job
+
+PROFILES = {"qwen3-5": (1100, 33958), "kimi-k2-6": (2179, 99746), "gpt-oss-120b": (193, 2842)}
+TENANTS = ["muni-researchers", "ceitec-structural", "fnusa-clinical"]
+
+
+def _by_model(report: dict[str, object], key: str) -> dict[str, int]:
+    return {row["name"]: row[key] for row in report["usage_by_model"]}  # type: ignore[index, union-attr]
+
+
+def test_live_replay_totals_match_the_records(
+    prometheus_factory: Callable[..., PrometheusServer], site_repo: Path, tmp_path: Path
+) -> None:
+    now = datetime.now(UTC)
+    month = Month(now.year, now.month)
+    if now - month.start < timedelta(hours=2):
+        pytest.skip("the month began less than two hours ago: no room for replayed traffic")
+    records = tmp_path / "requests.jsonl"
+    # 600 requests in the first hour of the current month: the live scrape happens now, inside the month
+    models = sorted(PROFILES)
+    records.write_text("".join(
+        json.dumps({"ts": f"{month.start + timedelta(seconds=5 * i):%Y-%m-%dT%H:%M:%SZ}", "model": models[i % 3],
+                    "tenant": TENANTS[i % 2], "prompt_tokens": 37 * i % 5000 + 1, "completion_tokens": i % 97 + 1,
+                    "cached_prompt_tokens": 11 * i % 200, "status": "ok"}) + "\n"
+        for i in range(600)
+    ))
+    site = load_site(site_repo)
+    t0, t1 = month.start.timestamp(), month.end.timestamp()
+    port = free_port()
+    replay = ReplayServer(load_series(site, [records], t0, t1, 20), 20, 1.0, port).start()
+    try:
+        prom = prometheus_factory(scrape_configs=[scrape_job("vllm", [f"127.0.0.1:{port}"])])
+        from_records = build_report(site, ReportInputs(month, [records]))
+        want = _by_model(from_records, "input_tokens")
+        prom.wait_for("sum(vllm:prompt_tokens_total)", timeout=30,
+                      predicate=lambda r: bool(r) and float(r[0]["value"][1]) == sum(want.values()))
+        time.sleep(1.5)  # one more scrape after the last step, so the totals are not the newest sample only
+        engine_only = build_report(site, ReportInputs(month, [], prometheus_url=prom.url))
+        both = build_report(site, ReportInputs(month, [records], prometheus_url=prom.url))
+    finally:
+        replay.stop()
+    assert _by_model(engine_only, "input_tokens") == want
+    assert _by_model(engine_only, "output_tokens") == _by_model(from_records, "output_tokens")
+    assert {row["name"]: row["percentiles"] for row in engine_only["usage_by_model"]} == dict.fromkeys(
+        want, "approximate (histogram)")
+    assert all(row["drift_pct"] == 0 and not row["warning"] for row in both["reconciliation"])
+    assert len(both["reconciliation"]) == len(want)
+    owners = {c["owner"]: c["served_on_hardware"] for c in both["contributors"]}
+    served = sum(v["input_tokens"] for v in owners.values() if v)
+    assert served == sum(want.values())  # every replayed series carries its node's owner
+
+
+def test_backfilled_month_states_missing_days(
+    prometheus_factory: Callable[..., PrometheusServer], site_repo: Path, tmp_path: Path
+) -> None:
+    month = Month.parse("2026-10")
+    records = tmp_path / "october.parquet"
+    generate_records(records, month, 20_000, PROFILES, TENANTS)
+    site = load_site(site_repo)
+    t0, t1 = month.start.timestamp(), month.end.timestamp()
+    steps = 31 * 4  # a sample every 6 hours
+    series = load_series(site, [records], t0, t1, steps)
+    cutoff = datetime(2026, 10, 21, tzinfo=UTC).timestamp()  # the engines' history stops after the 20th
+    text = "\n".join(
+        line for line in openmetrics_history(series, t0, t1, steps).splitlines()
+        if line.startswith("#") or float(line.rsplit(" ", 1)[1]) < cutoff
+    )
+    prom = prometheus_factory(backfill=[text + "\n"])
+    report = build_report(site, ReportInputs(month, [records], prometheus_url=prom.url))
+    cut_step = 20 * 4  # steps completed before the cutoff
+    assert {r["model"]: r["engine_input_tokens"] for r in report["reconciliation"]} == {
+        m: s.counters["prompt_tokens"][cut_step - 1] for m, s in series.items()
+    }
+    assert all(r["warning"] for r in report["reconciliation"])  # 11 days missing: far over 1 % drift
+    for model in PROFILES:
+        assert f"Prometheus: `{model}` has no engine samples on 2026-10-21..31" in report["data_gaps"]
+    assert not any("not over" in g for g in report["data_gaps"])
+
+
+def test_unreachable_prometheus_names_the_url(site_repo: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    site = load_site(site_repo)
+    with pytest.raises(UsageError, match=f"Prometheus at {url} is unreachable after 3 attempts"):
+        build_report(site, ReportInputs(Month.parse("2026-10"), [], prometheus_url=url))
