@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llm_fabric.deploy.plan import Plan
@@ -12,7 +13,7 @@ from llm_fabric.deploy.plan_diff import PlanDiff, seat
 class Section:
     title: str
     headers: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    rows: Sequence[tuple[str, ...]]
     notes: tuple[str, ...] = ()
 
 
