@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.fixtures.siterepo",
     "tests.fixtures.prometheus",
     "tests.fixtures.testhost",
+    "tests.fixtures.engine",
 ]
