@@ -11,8 +11,27 @@ from llm_fabric.enrollment.catalog import load_gpu_catalog, normalize_pci_device
 from llm_fabric.errors import ConfigError, UsageError
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "hardware-samples"
-REQUIRED = ["h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20", "b200", "b300", "gb200", "a100-80gb", "a100-40gb",
-            "l40s", "l4", "a10", "rtx-4090", "rtx-5090", "rtx-pro-6000", "mi300x", "mi325x", "mi355x"]
+REQUIRED = [
+    "h100-sxm",
+    "h100-pcie",
+    "h100-nvl",
+    "h200",
+    "h20",
+    "b200",
+    "b300",
+    "gb200",
+    "a100-80gb",
+    "a100-40gb",
+    "l40s",
+    "l4",
+    "a10",
+    "rtx-4090",
+    "rtx-5090",
+    "rtx-pro-6000",
+    "mi300x",
+    "mi325x",
+    "mi355x",
+]
 
 
 def test_every_required_id_is_in_the_catalog() -> None:

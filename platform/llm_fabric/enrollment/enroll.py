@@ -55,7 +55,8 @@ def _site(request: EnrollRequest) -> SiteRepo:
         contributors = sorted(n for n, t in site.tenants.items() if t.contributor)
         raise UsageError(
             f"`{request.owner}` is not a contributor tenant of this federation",
-            hint=f"contributors: {', '.join(contributors) or 'none'} (add tenants/{request.owner}.yaml with contributor: true)",
+            hint=f"contributors: {', '.join(contributors) or 'none'} "
+            f"(add tenants/{request.owner}.yaml with contributor: true)",
         )
     return site
 

@@ -41,7 +41,10 @@ def manifest_text(manifest: NodeManifest) -> str:
     yaml.width = 4096
     buffer = io.StringIO()
     yaml.dump(data, buffer)
-    header = f"{modeline(Path(NODES) / (manifest.name + '.yaml'))}\n# Written by `fabric enroll`; signed: edit it by re-enrolling, never by hand.\n"
+    header = (
+        f"{modeline(Path(NODES) / (manifest.name + '.yaml'))}\n"
+        "# Written by `fabric enroll`; signed: edit it by re-enrolling, never by hand.\n"
+    )
     return header + buffer.getvalue()
 
 

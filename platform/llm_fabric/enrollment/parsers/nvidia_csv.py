@@ -23,9 +23,11 @@ def _header(row: list[str]) -> list[str]:
 
 
 def parse_query_gpu(text: str, command: str = COMMAND) -> GpuReport:
-    rows = [
-        r for r in csv.reader(io.StringIO(text.replace("\x00", "")), skipinitialspace=True) if any(c.strip() for c in r)
-    ]
+    try:
+        reader = csv.reader(io.StringIO(text.replace("\x00", ""), newline=""), skipinitialspace=True)
+        rows = [r for r in reader if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise ParseError(command, f"not CSV: {exc}") from exc
     if not rows:
         raise ParseError(command, "the output is empty", hint="does `nvidia-smi` work on the host?")
     header = _header(rows[0])
