@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "llm_fabric.cli.deploy_commands",
     "llm_fabric.cli.ledger_commands",
     "llm_fabric.cli.enroll_commands",
+    "llm_fabric.cli.local_engine_commands",
 ]
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -1,0 +1,138 @@
+"""`fabric engine tiny-model`, `fabric engine run --local`, `fabric engine check-args`: a real vLLM on this machine."""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import click
+
+from llm_fabric.cli.output import console, print_json
+from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.local import cpu_stand_in_args, start_engine
+from llm_fabric.engine.loop_guard_config import loop_guard_flags
+from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.tiny_model import build_tiny_model
+from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
+from llm_fabric.enrollment.catalog import load_gpu_catalog
+from llm_fabric.errors import PolicyRefusal, UsageError
+
+
+@click.group("engine")
+def engine_group() -> None:
+    """Run and check the vLLM engine locally.
+
+    \b
+    Examples:
+      fabric engine tiny-model ./tiny
+      fabric engine run --model qwen3.5 --local
+      fabric engine check-args --json
+    """
+
+
+@engine_group.command("tiny-model")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights.")
+def tiny_model_command(directory: Path, seed: int) -> None:
+    """Write the tiny random-weight Llama test model (no hub needed) into DIRECTORY.
+
+    \b
+    Example:
+      fabric engine tiny-model ./tiny && ls ./tiny
+    """
+    build_tiny_model(directory, seed=seed)
+    files = sorted(p.name for p in directory.iterdir())
+    console.print(f"tiny model in [bold]{directory}[/]: {', '.join(files)}")
+
+
+@engine_group.command("run")
+@click.option("--model", "recipe_id", required=True, metavar="ID", help="Recipe id, e.g. qwen3.5.")
+@click.option("--local", is_flag=True, required=True, help="Run on this machine (the only mode so far).")
+@click.option("--gpu", "gpu_id", default="h100-sxm", show_default=True, help="GPU whose engine args to start from.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Logs and caches (default: temp).")
+@click.option("--timeout", type=float, default=240, show_default=True, help="Seconds to wait for /health.")
+@click.option("--smoke", is_flag=True, help="Send one request, print it, stop (a contributor's smoke test).")
+def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, timeout: float, smoke: bool) -> None:
+    """Start vLLM on 127.0.0.1 from a recipe's engine args, with the tiny model standing in on a CPU.
+
+    The recipe's args for --gpu are adapted to the CPU (see docs/engine.md); the loop guard is loaded.
+    Without --smoke it serves until Ctrl-C.
+
+    \b
+    Example:
+      fabric engine run --model qwen3.5 --local --smoke
+    """
+    if not local:
+        raise UsageError("only --local is supported", hint="add --local")
+    recipe = get_recipe(recipe_id)
+    gpu = load_gpu_catalog().get(gpu_id)
+    try:
+        command = engine_command(recipe, gpu=gpu, tensor_parallel_size=max(recipe.tensor_parallel_sizes))
+    except PolicyRefusal as exc:
+        raise UsageError(f"{recipe.id} has no engine args on {gpu.id}: {exc.message}",
+                         hint="pick another --gpu") from exc
+    folder = run_dir or Path(tempfile.mkdtemp(prefix=f"fabric-engine-{recipe.id}-"))
+    model = build_tiny_model(folder / "tiny-model")
+    guard = loop_guard_flags(recipe.id)
+    args = cpu_stand_in_args(command.args, served_name=recipe.id) + guard.args
+    engine = start_engine(model, folder, engine_args=args, env={**command.env, **guard.env})
+    console.print(f"vLLM pid {engine.pid} on {engine.base_url}; log {engine.log_path}")
+    console.print("args: " + " ".join(args), markup=False)
+    try:
+        seconds = engine.wait_healthy(timeout)
+        console.print(f"[green]healthy[/] after {seconds:.0f} s")
+        if smoke:
+            _smoke(engine.base_url, recipe.id)
+            return
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        while engine.alive():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        status = engine.stop()
+        console.print(f"stopped vLLM (pid {engine.pid}, exit {status})")
+
+
+def _smoke(base_url: str, model: str) -> None:
+    import json
+    import urllib.request
+
+    body = json.dumps({"model": model, "prompt": "Hello", "max_tokens": 16, "temperature": 0}).encode()
+    request = urllib.request.Request(base_url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        answer = json.loads(response.read())
+    usage = answer["usage"]
+    console.print(f"smoke request: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
+                  f"finish {answer['choices'][0]['finish_reason']}")
+
+
+@engine_group.command("check-args")
+@click.option("--json", "as_json", is_flag=True, help="Print every verdict as JSON.")
+def check_args_command(as_json: bool) -> int:
+    """Check every recipe's engine args on every GPU that can run it with the installed vLLM's parser.
+
+    Exit 0 when all pass, 2 when any fails.
+
+    \b
+    Example:
+      fabric engine check-args
+    """
+    cases, refused = recipe_cases()
+    verdicts = check_with_vllm(cases)
+    failing = [v for v in verdicts if not v.ok]
+    if as_json:
+        print_json({"checked": len(verdicts), "refused_by_kernel_matrix": len(refused),
+                    "failing": [{"label": v.label, "problems": v.problems} for v in failing]})
+    else:
+        for verdict in failing:
+            console.print(f"[red]fail[/] {verdict.label}: " + "; ".join(verdict.problems))
+        console.print(f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass vLLM's parser "
+                      f"({len(refused)} combinations refused by the kernel matrix, not generated)")
+    return 2 if failing else 0
+
+
+commands = [engine_group]
