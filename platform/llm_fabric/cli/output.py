@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable
 
 import click
@@ -10,7 +11,8 @@ from rich.console import Console
 
 from llm_fabric.errors import Problem
 
-console = Console(highlight=False, soft_wrap=True)
+# piped output (CI logs, PR comments) would otherwise be squeezed to 80 columns and wrap tables cell by cell
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def print_json(data: object) -> None:
