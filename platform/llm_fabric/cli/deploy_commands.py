@@ -9,7 +9,11 @@ import click
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.deploy.build import STACK_ORDER, load_inputs
 from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.provision import find_node, provision_node
 from llm_fabric.deploy.render import render_stacks
+from llm_fabric.enrollment.facts import Target
+from llm_fabric.errors import EXIT_POLICY, UsageError
+from llm_fabric.site.loader import load_site
 
 
 @click.command("render")
@@ -58,4 +62,91 @@ def render_command(
         console.print(f"  removed {path}", markup=False)
 
 
-commands = [render_command]
+@click.command("provision")
+@click.argument("node")
+@click.option(
+    "--site-repo",
+    "site_repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="The site repo the node is enrolled in.",
+)
+@click.option("--host", "address", metavar="ADDR", help="Address to reach the node (default: its hostname).")
+@click.option("--ssh-user", help="SSH user.")
+@click.option("--ssh-port", type=int, help="SSH port.")
+@click.option("--ssh-key", type=click.Path(dir_okay=False, path_type=Path), help="SSH private key.")
+@click.option("--connection", type=click.Choice(["ssh", "local"]), default="ssh", show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["full", "files"]),
+    default="full",
+    show_default=True,
+    help="files: manage only files and the node's labels/taints; install nothing.",
+)
+@click.option("--check", is_flag=True, help="Dry run (ansible --check --diff).")
+@click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Override a role variable.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def provision_command(
+    node: str,
+    site_repo: Path,
+    address: str | None,
+    ssh_user: str | None,
+    ssh_port: int | None,
+    ssh_key: Path | None,
+    connection: str,
+    mode: str,
+    check: bool,
+    extra: tuple[str, ...],
+    as_json: bool,
+) -> int:
+    """Run playbooks/provision.yml for an enrolled NODE: preflight, GPU runtime, kernels, weights cache, join.
+
+    Variables come from the node manifest and the kernel matrix; -e overrides a role's variable
+    (see the role defaults under playbooks/roles/). Exit 0 when the playbook succeeded.
+
+    \b
+    Examples:
+      fabric provision hgx-h200-ceitec --site-repo ./site --check
+      fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
+    """
+    site = load_site(site_repo)
+    manifest = find_node(site, node)
+    overrides: dict[str, str] = {}
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(
+                f"-e {item}: expected KEY=VALUE", hint="e.g. -e fabric_preflight_require_persistence=false"
+            )
+        overrides[key] = value
+    target = Target(
+        node,
+        address or manifest.host.hostname or node,
+        "local" if connection == "local" else "ssh",
+        user=ssh_user,
+        port=ssh_port,
+        key=ssh_key,
+    )
+    options = StackOptions(site_repo=site_repo)
+    result = provision_node(
+        site,
+        node,
+        target,
+        options=options,
+        mode="files" if mode == "files" else "full",
+        check=check,
+        overrides=overrides,
+    )
+    if as_json:
+        print_json(result.as_dict())
+    else:
+        console.print(
+            f"provision.yml on {node}: {result.status}, {result.changed} changed" + (" (check mode)" if check else "")
+        )
+        for failure in result.failures:
+            console.print(f"  failed: {failure}", markup=False)
+    return 0 if result.succeeded else EXIT_POLICY
+
+
+commands = [render_command, provision_command]

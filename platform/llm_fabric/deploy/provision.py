@@ -163,5 +163,5 @@ def drain_node(
     if manifest is not None:
         extravars["drain_manifest"] = str(manifest)
     # drain runs on the control machine: its own Python runs the modules
-    control = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    control: dict[str, object] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     return run_playbook("drain.yml", {"localhost": control}, extravars)
