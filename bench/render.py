@@ -1,0 +1,81 @@
+"""Time to build and render the stacks for 100 and 1,000 replicas (target: < 3 s for 100).
+
+Replicas are spread over synthetic nodes (8 GPUs each, 1 replica per GPU pair) added to the
+reference site; each run builds all three stacks and writes them to a fresh folder.
+
+    .venv/bin/python bench/render.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from llm_fabric.deploy.build import load_inputs
+from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.plan import Plan, ReplicaPlacement, SolverReport
+from llm_fabric.deploy.render import render_stacks
+from llm_fabric.distribution import data_path
+from llm_fabric.site.loader import load_site
+
+REFERENCE = data_path("examples", "cerit-sc")
+
+
+def synthetic(replicas: int) -> tuple[object, Plan]:
+    site = load_site(REFERENCE)
+    template = site.nodes["dgx-b200-01"]
+    nodes = dict(site.nodes)
+    placements = []
+    for i in range(replicas):
+        name = f"gpu-{i // 4:04d}"
+        if name not in nodes:
+            nodes[name] = template.model_copy(update={"name": name, "labels": {}})
+        deployment = sorted(site.deployments)[i % len(site.deployments)]
+        placements.append(
+            ReplicaPlacement(
+                deployment=deployment,
+                index=i,
+                node=name,
+                site="brno",
+                owner="cerit-sc",
+                gpu_indices=[2 * (i % 4), 2 * (i % 4) + 1],
+                gpu_model="b200",
+                tensor_parallel_size=2,
+                quantization="fp8",
+                engine_args=["org/model", "--tensor-parallel-size", "2"],
+                data_classes=["public"],
+            )
+        )
+    solver = SolverReport(
+        status="trivial", objective=0, best_bound=0, gap=0, wall_seconds=0, node_classes=0, variables=0
+    )
+    return replace(site, nodes=nodes), Plan(federation="cerit-sc", replicas=placements, solver=solver)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    for count in (100, 1000):
+        site, plan = synthetic(count)
+        times = []
+        for _ in range(args.runs):
+            with tempfile.TemporaryDirectory() as out:
+                start = time.perf_counter()
+                inputs = load_inputs(StackOptions(site_repo=REFERENCE), site=site, plan=plan)  # type: ignore[arg-type]
+                result = render_stacks(inputs, Path(out))
+                times.append(time.perf_counter() - start)
+        median = statistics.median(times)
+        print(
+            f"{count:>5} replicas: {sum(result.objects.values())} objects, median {median:.3f} s "
+            f"(min {min(times):.3f}, max {max(times):.3f}, {args.runs} runs), target 3 s for 100: "
+            f"{'met' if count != 100 or median < 3 else 'MISSED'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
