@@ -44,8 +44,15 @@ class RenderResult:
         }
 
 
+class _PlainDumper(yaml.CSafeDumper):
+    """No `&id001` anchors: a reviewer (and kustomize) reads every object in full."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_yaml(data: Any) -> str:
-    return yaml.dump(data, Dumper=yaml.CSafeDumper, sort_keys=False, default_flow_style=False, width=1 << 16)
+    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False, width=1 << 16)
 
 
 def render_stacks(
