@@ -15,17 +15,28 @@ from llm_fabric.site.validation import validate_site
 @click.command("init")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--example", metavar="NAME", help="Start from a shipped example (e.g. cerit-sc).")
-def init_command(directory: Path, example: str | None) -> None:
+@click.option(
+    "--enrollment-key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where the federation's private enrollment key goes (default: beside DIRECTORY; never inside it).",
+)
+def init_command(directory: Path, example: str | None, key_path: Path | None) -> None:
     """Create a site repo in DIRECTORY (git init, schemas, first commit).
 
     \b
     Example:
       fabric init ./site --example cerit-sc
     """
-    result = init_site(directory, example)
+    result = init_site(directory, example, key_path)
     what = f"example `{example}`" if example else "empty skeleton"
     console.print(f"created site repo [bold]{result.root}[/] from {what}: {len(result.files)} files")
     console.print(f"schemas in {result.root / 'schemas'}; first commit {result.commit or '(none)'}")
+    if result.key is not None:
+        console.print(
+            f"enrollment key {result.key.key_id}: public key in {result.root / 'keys'}, "
+            f"private key {result.key.private_path} (mode 0600; keep it out of git)"
+        )
 
 
 init_command.help = (init_command.help or "") + f"\n\nExamples shipped: {', '.join(examples())}."
