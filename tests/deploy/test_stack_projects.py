@@ -1,0 +1,48 @@
+"""The Pulumi projects under stacks/: declared config keys, thin programs, and the real plan end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llm_fabric.deploy.build import build_stack, load_inputs
+from llm_fabric.deploy.manifests import all_objects
+from llm_fabric.deploy.options import STACK_FIELDS, StackOptions, camel, config_keys
+from llm_fabric.deploy.resources.allocations import split_allocation
+from llm_fabric.site.loader import load_site
+from tests.deploy.conftest import REFERENCE
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+
+
+@pytest.mark.parametrize("stack", sorted(STACK_FIELDS))
+def test_pulumi_yaml_declares_every_key_with_a_description(stack: str) -> None:
+    project = yaml.safe_load((STACKS / stack / "Pulumi.yaml").read_text())
+    assert project["name"] == f"llm-fabric-{stack}" and project["runtime"]["name"] == "python"
+    declared = {key: spec["description"] for key, spec in project["config"].items()}
+    assert declared == config_keys(stack)
+    assert "default" not in project["config"]["siteRepo"]  # the one required key
+    defaults = StackOptions(site_repo=Path("."))
+    for name in STACK_FIELDS[stack][2:]:
+        value = getattr(defaults, name)
+        assert str(project["config"][camel(name)]["default"]) == ("" if value is None else str(value))
+
+
+@pytest.mark.parametrize("stack", sorted(STACK_FIELDS))
+def test_program_is_a_few_lines(stack: str) -> None:
+    code = [line for line in (STACKS / stack / "__main__.py").read_text().splitlines() if line.strip()]
+    assert len(code) <= 6 and f'deploy_stack("{stack}", pulumi.Config())' in code[-1]
+
+
+def test_real_plan_renders_and_quotas_match_its_allocations() -> None:
+    inputs = load_inputs(StackOptions(site_repo=REFERENCE), site=load_site(REFERENCE))
+    plan = inputs.the_plan()  # build_plan on the reference site
+    workloads = [o for o in all_objects(build_stack("serving", inputs)) if o["kind"] == "Deployment"]
+    assert len(workloads) == len(plan.replicas)
+    alloc = split_allocation(inputs.site, "brno")
+    for owner, figures in plan.owners.items():
+        assert sum(alloc.dedicated[owner].values()) == figures.dedicated_gpus
+        flavors = [f for f in alloc.flavors if f.owner == owner]
+        assert sum(alloc.pooled(f) for f in flavors) == figures.lent_gpus
