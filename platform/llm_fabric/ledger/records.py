@@ -71,30 +71,32 @@ def _reader(path: Path) -> str:
     raise UsageError(f"{path}: unknown request-record file type", hint="use .jsonl, .ndjson, .parquet or .csv")
 
 
-def _columns(con: duckdb.DuckDBPyConnection, path: Path) -> list[str]:
+def _columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     if not path.is_file():
         raise UsageError(f"request records {path} not found", hint="give existing files to --requests")
     try:
         rows = con.execute(f"DESCRIBE SELECT * FROM {_reader(path)}").fetchall()
     except duckdb.Error as exc:
         raise UsageError(f"{path}: cannot read request records: {exc}") from exc
-    return [str(r[0]) for r in rows]
+    return {str(r[0]): str(r[1]) for r in rows}
 
 
-def _fabric_select(path: Path, columns: list[str]) -> str:
+def _fabric_select(path: Path, columns: dict[str, str]) -> str:
     missing = [c for c in REQUIRED if c not in columns]
     if missing:
         raise UsageError(
             f"{path}: request records lack column(s) {', '.join(missing)}",
             hint="see the record schema in docs/ledger.md, or pass --requests-format litellm for a LiteLLM export",
         )
-    parts = ["CAST(CAST(ts AS TIMESTAMPTZ) AS TIMESTAMP) AS ts"]
+    # a naive Parquet TIMESTAMP is UTC already: the time-zone cast would cost more than the whole scan
+    ts = "ts" if columns["ts"] == "TIMESTAMP" else "CAST(CAST(ts AS TIMESTAMPTZ) AS TIMESTAMP)"
+    parts = [f"{ts} AS ts"]
     for col in REQUIRED[1:] + OPTIONAL:
         parts.append(f"CAST({col} AS {_TYPES[col]}) AS {col}" if col in columns else f"NULL::{_TYPES[col]} AS {col}")
     return f"SELECT {', '.join(parts)} FROM {_reader(path)}"
 
 
-def _litellm_select(path: Path, columns: list[str]) -> str:
+def _litellm_select(path: Path, columns: dict[str, str]) -> str:
     missing = [c for c in ("startTime", "prompt_tokens", "completion_tokens") if c not in columns]
     if missing or not ({"model", "model_group"} & set(columns)):
         raise UsageError(f"{path}: not a LiteLLM spend-log export (missing {', '.join(missing) or 'model'})")

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The monthly report from real Prometheus data. The demo has no GPU engine yet, so the month's request
+# records (generated from the deployments' context profiles) are replayed as vLLM metrics: backfilled
+# into Prometheus' TSDB with promtool (a month of history), and served live by a replay exporter that
+# Prometheus scrapes. Then `fabric report` reads Prometheus and the records, and signs the result.
+set -euo pipefail
+MONTH="${DEMO_MONTH:-$(date -u -d "$(date -u +%Y-%m-01) -1 day" +%Y-%m)}"  # the last complete month
+work="$DEMO_DIR/report"
+mkdir -p "$work"
+records="$work/requests-$MONTH.parquet"
+
+echo "\$ generate 200,000 request records for $MONTH (DuckDB)"
+"$PYTHON" - "$SITE" "$MONTH" "$records" "$work" <<'PY'
+import sys
+from pathlib import Path
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.synthetic import generate_records
+from llm_fabric.site.loader import load_site
+site = load_site(Path(sys.argv[1]))
+profiles = {n: (d.context.p50, d.context.p95) for n, d in site.deployments.items() if d.context}
+generate_records(Path(sys.argv[3]), Month.parse(sys.argv[2]), 200_000, profiles, sorted(site.tenants))
+key = Ed25519PrivateKey.generate()
+work = Path(sys.argv[4])
+(work / "report.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                    serialization.NoEncryption()))
+(work / "report.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                serialization.PublicFormat.SubjectPublicKeyInfo))
+PY
+
+echo "\$ backfill the month into Prometheus' TSDB (promtool tsdb create-blocks-from openmetrics)"
+"$PYTHON" -m llm_fabric.ledger.replay backfill --site-repo "$SITE" --records "$records" --month "$MONTH" \
+  --step 3600 --out "$work/history.om"
+rm -rf "$work/tsdb"
+promtool tsdb create-blocks-from openmetrics --quiet "$work/history.om" "$work/tsdb" >/dev/null
+
+read -r prom_port replay_port < <("$PYTHON" -c '
+import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])')
+cat >"$work/prometheus.yml" <<YML
+global: {scrape_interval: 1s}
+scrape_configs:
+  - job_name: vllm-replay
+    static_configs: [{targets: ["127.0.0.1:$replay_port"]}]
+YML
+"$PYTHON" -m llm_fabric.ledger.replay serve --site-repo "$SITE" --records "$records" --month "$MONTH" \
+  --port "$replay_port" --duration 5 &
+replay_pid=$!
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" --log.level=warn \
+  --web.listen-address="127.0.0.1:$prom_port" --storage.tsdb.retention.time=10y >"$work/prometheus.log" 2>&1 &
+prom_pid=$!
+trap 'kill "$prom_pid" "$replay_pid" 2>/dev/null || true; wait "$prom_pid" "$replay_pid" 2>/dev/null || true' EXIT
+"$PYTHON" - "$prom_port" <<'PY'
+import json, sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}"
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    try:
+        with urllib.request.urlopen(url + "/api/v1/query?query=up", timeout=2) as r:
+            if any(x["value"][1] == "1" for x in json.load(r)["data"]["result"]):
+                print(f"Prometheus on {url} is up and scraping the replay exporter")
+                sys.exit(0)
+    except OSError:
+        pass
+    time.sleep(0.5)
+sys.exit("Prometheus did not come up within 60 s")
+PY
+
+echo "\$ fabric report --month $MONTH --prometheus http://127.0.0.1:$prom_port --requests ... --sign-key ..."
+"$FABRIC" report --site-repo "$SITE" --month "$MONTH" --prometheus "http://127.0.0.1:$prom_port" \
+  --requests "$records" --out "$work/out" --sign-key "$work/report.key"
+echo "\$ fabric report verify $work/out --public-key report.pub"
+"$FABRIC" report verify "$work/out" --public-key "$work/report.pub"
+sed -n '1,22p' "$work/out/report.md"
