@@ -25,12 +25,23 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and __version__ in out
 
 
-def test_every_command_has_help_with_an_example() -> None:
-    ctx = click.Context(cli)
-    for name in cli.list_commands(ctx):
-        command = cli.get_command(ctx, name)
+def _walk(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+    ctx = click.Context(group)
+    found: list[tuple[str, click.Command]] = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         assert command is not None
-        assert "Example" in (command.help or ""), f"`fabric {name} --help` has no example"
+        found.append((f"{prefix} {name}", command))
+        if isinstance(command, click.Group):
+            found.extend(_walk(command, f"{prefix} {name}"))
+    return found
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    commands = _walk(cli, "fabric")
+    assert len(commands) >= 10
+    missing = [name for name, command in commands if "Example" not in (command.help or "")]
+    assert not missing, f"commands whose --help has no example: {missing}"
 
 
 def test_init_then_validate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
