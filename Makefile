@@ -50,7 +50,7 @@ system-deps:
 	  apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-demo: venv system-deps
+demo: venv system-deps engine
 	bash demo/run.sh
 
 pytest: venv system-deps engine
