@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -9,10 +10,11 @@ import click
 from rich.table import Table
 
 from llm_fabric.cli.output import console, print_json
+from llm_fabric.deploy.retirement import DrainOptions, retire_node
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.enroll import EnrollRequest, EnrollResult, enroll, gather_one
 from llm_fabric.enrollment.facts import save_bundle
-from llm_fabric.enrollment.registry import manifest_text, node_path, retire, sign_file, verify_nodes
+from llm_fabric.enrollment.registry import manifest_text, node_path, sign_file, verify_nodes
 from llm_fabric.enrollment.signing import default_private_key_path, init_keys, load_private_key
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY, PolicyRefusal, Problem, UsageError
 from llm_fabric.site.models import NodeManifest
@@ -23,7 +25,8 @@ _TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold
 site_repo_option = click.option(
     "--site-repo",
     "site_repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    # absolute: the registry joins paths onto it and git runs inside it (a relative ./site was staged as site/site/...)
+    type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
     default=".",
     show_default=True,
     help="The federation's site repo.",
@@ -320,15 +323,48 @@ def nodes_verify_command(site_repo: Path) -> int:
 @click.argument("name")
 @site_repo_option
 @key_option
-def nodes_retire_command(name: str, site_repo: Path, key_path: Path | None) -> None:
-    """Mark a node retired (re-signed and committed); placement stops using it.
+@click.option(
+    "--no-drain", is_flag=True, help="Only mark the manifest: the machine and its Kubernetes node are already gone."
+)
+@click.option(
+    "--kubectl",
+    "kubectl",
+    default="kubectl",
+    show_default=True,
+    metavar="CMD",
+    help="kubectl command drain.yml runs (e.g. a path, or 'ssh bastion kubectl').",
+)
+@click.option("--context", "context", metavar="CTX", help="kubeconfig context (default: the site's cluster.name).")
+@click.option("--drain-timeout", default="15m", show_default=True, help="How long kubectl drain waits for pods.")
+def nodes_retire_command(
+    name: str,
+    site_repo: Path,
+    key_path: Path | None,
+    no_drain: bool,
+    kubectl: str,
+    context: str | None,
+    drain_timeout: str,
+) -> None:
+    """Cordon and drain a node (playbooks/drain.yml), then mark it retired (re-signed and committed).
+
+    Placement stops using a retired node. If the drain fails the manifest is left unchanged; a machine
+    that is already gone (no Kubernetes node left to drain) is retired with --no-drain.
 
     \b
-    Example:
+    Examples:
       fabric nodes retire hgx-h200-ceitec --site-repo ./site
+      fabric nodes retire hgx-h200-ceitec --site-repo ./site --context cerit-brno-admin --drain-timeout 30m
+      fabric nodes retire old-box --site-repo ./site --no-drain
     """
     private = load_private_key(key_path or default_private_key_path(site_repo))
-    reg = retire(site_repo, name, private)
+    drain = None if no_drain else DrainOptions(kubectl=kubectl, context=context, timeout=drain_timeout)
+    with console.status(f"draining {name} with Ansible ...") if console.is_terminal and drain else nullcontext():
+        result = retire_node(site_repo, name, private, drain=drain)
+    reg = result.registration
+    if result.drain is not None:
+        console.print(f"drain.yml: cordoned and drained {name} ({result.kubectl}), {result.drain.changed} changed")
+    elif reg.commit is not None:
+        console.print(f"{name}: not drained (--no-drain)")
     console.print(f"{name}: retired ({reg.path}, commit {reg.commit or 'none: already retired'})")
 
 

@@ -110,7 +110,9 @@ def run_playbook(
             stats.update(data)
         if event.get("event") in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             res = data.get("res", {})
-            failures.append(f"{data.get('host')}: {data.get('task')}: {str(res.get('msg', '')).strip()}")
+            # a failed command's own words (kubectl's "context does not exist") say more than "non-zero return code"
+            said = str(res.get("stderr") or "").strip().splitlines()[-1:] or [str(res.get("msg", "")).strip()]
+            failures.append(f"{data.get('host')}: {data.get('task')}: {said[0]}")
         return False
 
     try:
@@ -152,7 +154,13 @@ def provision_node(
 
 
 def drain_node(
-    name: str, *, manifest: Path | None, status: str = "cordoned", kubectl: str = "kubectl", skip_kubectl: bool = False
+    name: str,
+    *,
+    manifest: Path | None,
+    status: str = "cordoned",
+    kubectl: str = "kubectl",
+    skip_kubectl: bool = False,
+    timeout: str | None = None,
 ) -> PlaybookResult:
     extravars: dict[str, Any] = {
         "drain_node": name,
@@ -160,6 +168,8 @@ def drain_node(
         "drain_kubectl": kubectl,
         "drain_skip_kubectl": skip_kubectl,
     }
+    if timeout is not None:
+        extravars["drain_timeout"] = timeout
     if manifest is not None:
         extravars["drain_manifest"] = str(manifest)
     # drain runs on the control machine: its own Python runs the modules
