@@ -8,6 +8,8 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.local import cpu_stand_in_args, cpu_stand_in_env
+from llm_fabric.engine.loop_guard_config import PLUGIN_CLASS, loop_guard_flags
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.enrollment.catalog import load_gpu_catalog
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -69,3 +71,27 @@ def test_cli_engine_args(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["argv"][:3] == ["vllm", "serve", "openai/gpt-oss-120b"]
     assert _value(data["args"], "--reasoning-parser") == "openai_gptoss"
     assert main(["engine-args", "--model", "glm-5.1", "--gpu", "h200", "--count", "8", "--quantization", "nvfp4"]) == 3
+
+
+def test_every_engine_command_loads_the_loop_guard_with_its_recipe_settings() -> None:
+    catalog = load_gpu_catalog()
+    kimi = engine_command(get_recipe("kimi-k2.6"), gpu=catalog.get("b300"), tensor_parallel_size=4)
+    assert _value(kimi.args, "--logits-processors") == PLUGIN_CLASS
+    assert kimi.args.count("--logits-processors") == 1
+    # Kimi's override in engine/plugins/loop_guard.yaml (min_span 48) reaches the engine environment
+    assert kimi.env["FABRIC_LOOP_GUARD_MIN_SPAN"] == "48" and kimi.env["FABRIC_LOOP_GUARD_ENABLED"] == "1"
+    assert kimi.env["VLLM_USE_FLASHINFER_MOE_FP4"] == "1"  # the kernel matrix's env is kept beside it
+    llama = engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4)
+    assert llama.env["FABRIC_LOOP_GUARD_MIN_SPAN"] == "64"  # the defaults
+    assert {k: v for k, v in llama.env.items() if k.startswith("FABRIC_")} == loop_guard_flags("llama-3.3-70b").env
+    bare = engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4,
+                          loop_guard=False)
+    assert "--logits-processors" not in bare.args and not any(k.startswith("FABRIC_") for k in bare.env)
+
+
+def test_the_cpu_stand_in_keeps_the_guard_and_drops_gpu_kernel_env() -> None:
+    recipe = get_recipe("kimi-k2.6")
+    cmd = engine_command(recipe, gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=4)
+    args = cpu_stand_in_args(cmd.args, served_name=recipe.id)
+    assert _value(args, "--logits-processors") == PLUGIN_CLASS
+    assert cpu_stand_in_env(cmd.env) == loop_guard_flags(recipe.id).env

@@ -11,8 +11,7 @@ import click
 
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.engine.args import engine_command
-from llm_fabric.engine.local import cpu_stand_in_args, start_engine
-from llm_fabric.engine.loop_guard_config import loop_guard_flags
+from llm_fabric.engine.local import cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.engine.tiny_model import build_tiny_model
 from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
@@ -75,9 +74,8 @@ def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, 
                          hint="pick another --gpu") from exc
     folder = run_dir or Path(tempfile.mkdtemp(prefix=f"fabric-engine-{recipe.id}-"))
     model = build_tiny_model(folder / "tiny-model")
-    guard = loop_guard_flags(recipe.id)
-    args = cpu_stand_in_args(command.args, served_name=recipe.id) + guard.args
-    engine = start_engine(model, folder, engine_args=args, env={**command.env, **guard.env})
+    args = cpu_stand_in_args(command.args, served_name=recipe.id)  # the loop guard comes with the recipe's args
+    engine = start_engine(model, folder, engine_args=args, env=cpu_stand_in_env(command.env))
     console.print(f"vLLM pid {engine.pid} on {engine.base_url}; log {engine.log_path}")
     console.print("args: " + " ".join(args), markup=False)
     try:

@@ -5,6 +5,11 @@ kernel matrix. vLLM's `--override-generation-config` honours only repetition_pen
 temperature, top_k, top_p, min_p and max_new_tokens (ModelConfig.get_diff_sampling_param), so a
 recipe's presence_penalty cannot be set there: it is returned as a request default that the
 gateway injects, and the output cap goes in both places (vLLM's default, the gateway's ceiling).
+
+Every command loads the fabric's loop guard (`--logits-processors` plus its `FABRIC_LOOP_GUARD_*`
+environment, per recipe from `engine/plugins/loop_guard.yaml`): a looping generation otherwise holds
+its KV cache until the output cap (seed 000). The engine image must have llm-fabric installed for
+vLLM to import the plugin.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from llm_fabric.engine.loop_guard_config import loop_guard_flags
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.enrollment.catalog import GpuSpec
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -97,8 +103,12 @@ def engine_command(
     priority_scheduling: bool = False,
     served_model_name: str | None = None,
     port: int = ENGINE_PORT,
+    loop_guard: bool = True,
 ) -> EngineCommand:
-    """`vllm serve` arguments (model first) and environment; refused (exit 3) when the kernel is not native."""
+    """`vllm serve` arguments (model first) and environment; refused (exit 3) when the kernel is not native.
+
+    `loop_guard=False` leaves the guard out (for comparing a guarded engine with an unguarded one).
+    """
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
     quant, kv, length = _checked(recipe, gpu, tensor_parallel_size, quantization, kv_cache_dtype, max_model_len)
@@ -119,6 +129,10 @@ def engine_command(
         args += ["--scheduling-policy", "priority"]
     args += recipe.extra_args
     env = dict(load_kernel_matrix().for_architecture(gpu.architecture).env)
+    if loop_guard:
+        guard = loop_guard_flags(recipe.id)
+        args += guard.args
+        env |= guard.env
     request_defaults: dict[str, float | int] = {"max_tokens": int(override["max_new_tokens"])}
     penalty = presence_penalty if presence_penalty is not None else recipe.generation.presence_penalty
     if penalty is not None:

@@ -232,6 +232,14 @@ def cpu_stand_in_args(recipe_args: Sequence[str], served_name: str, max_model_le
     return [*out, "--served-model-name", served_name, "--max-model-len", str(max_model_len), "--enforce-eager"]
 
 
+def cpu_stand_in_env(recipe_env: Mapping[str, str]) -> dict[str, str]:
+    """The fabric's own settings (the loop guard's `FABRIC_*`) of a recipe's engine environment.
+
+    The rest is the kernel matrix's GPU environment (DeepGEMM, FlashInfer switches): meaningless on a CPU.
+    """
+    return {key: value for key, value in recipe_env.items() if key.startswith("FABRIC_")}
+
+
 def clear_run_dir(run_dir: Path) -> None:
     """Remove a finished run's caches (GBs of compiled kernels are not worth keeping in a temp folder)."""
     for name in ("tmp", "cache"):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.local import engine_python
-from llm_fabric.engine.loop_guard_config import loop_guard_flags
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.enrollment.catalog import load_gpu_catalog
 from llm_fabric.errors import FabricError, PolicyRefusal
@@ -50,7 +49,7 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                     except PolicyRefusal:
                         refused.append(label)
                         continue
-                    cases.append(ArgCase(label, [*command.args, *loop_guard_flags(recipe.id).args]))
+                    cases.append(ArgCase(label, command.args))  # the loop guard's flags included
     return cases, refused
 
 
