@@ -9,10 +9,14 @@ with power-of-two replica sizes, a class of k nodes of G GPUs can hold a set of 
 for every size t, the GPUs of the replicas of size >= t fit in k * t * floor(G / t) (divisible sizes
 pack largest-first), so per-node packing is left to `llm_fabric.deploy.packing`.
 
-Objective, in lexicographic order by weights: meet every target (the shortfall, replicas or sessions,
-normalised per deployment: when targets cannot all be met this maximises the capacity served), then
-keep replicas where the base plan had them, then use the fewest GPUs (the rest stays with the pool),
-then prefer the options with more capacity per replica.
+Objective, lexicographic, solved in two stages on one model: first meet every target (the shortfall,
+replicas or sessions, normalised per deployment: when targets cannot all be met this maximises the
+capacity served) and keep replicas where the base plan had them; then, with that first objective held
+at the value found, use the fewest GPUs (the rest stays with the pool) and prefer the options with
+more capacity per replica. Both stages start from a first-fit placement (`llm_fabric.deploy.first_fit`),
+which is also the answer when the solver finds nothing better in time. The gap reported is the gap of
+the first stage not proven optimal, each relative to its own objective, so a dominating missed-replica
+weight cannot hide a poor GPU economy (nor inflate the gap of a good plan).
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
+from llm_fabric.deploy.first_fit import StartPoint, first_fit, option_cost
+from llm_fabric.deploy.placement_model import PlacementModel, count_variables, upper_bound
+from llm_fabric.deploy.relaxation import Relaxation, relax
 
 W_MISS = 1_000_000  # per replica (or replica-equivalent of sessions) not placed
 W_MOVE = 1_000  # per replica taken away from a class it ran on in the base plan
-W_GPU = 10  # per GPU used
-QUALITY_MAX = 9  # the capacity preference is worth less than one GPU
+FIRST_STAGE_SHARE = 0.7  # of the time limit; the GPU-economy stage gets the rest
+GAP_LIMIT = 0.001  # relative: the GPU-economy stage is optimal this close to its bound
+GAP_ACCEPT = 0.01  # ... and, on a model over SMALL_MODEL variables, good enough without a CP-SAT run
+SMALL_MODEL = 2_000
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class Option:
     node_class: int
     gpus: int  # the tensor-parallel size: a power of two, at most the class's GPUs per node
     capacity: int = 1  # sessions one replica holds at the target context (1 for fixed replicas)
-    quality: int = 0  # 0..QUALITY_MAX, relative capacity among the demand's options
+    quality: int = 0  # 0..QUALITY_MAX (first_fit), relative capacity among the demand's options
 
 
 @dataclass
@@ -82,88 +90,6 @@ class PlacementSolution:
     moves: int
 
 
-@dataclass
-class _Vars:
-    y: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
-    z: list[dict[int, cp_model.IntVar]] = field(default_factory=list)
-    miss: list[cp_model.IntVar] = field(default_factory=list)
-    res_miss: list[dict[str, cp_model.IntVar]] = field(default_factory=list)
-    moves: list[cp_model.IntVar] = field(default_factory=list)
-
-
-def _upper_bound(problem: PlacementProblem, demand: Demand, opt: Option) -> int:
-    want = demand.replicas if demand.replicas is not None else demand.max_replicas
-    return min(want, problem.classes[opt.node_class].slots(opt.gpus) // opt.gpus)
-
-
-def _add_variables(model: cp_model.CpModel, problem: PlacementProblem) -> _Vars:
-    v = _Vars()
-    for d, demand in enumerate(problem.demands):
-        ys: dict[int, cp_model.IntVar] = {}
-        zs: dict[int, cp_model.IntVar] = {}
-        for o, opt in enumerate(demand.options):
-            ub = _upper_bound(problem, demand, opt)
-            if ub <= 0:
-                continue
-            ys[o] = model.new_int_var(0, ub, f"y{d}_{o}")
-            owner = problem.classes[opt.node_class].owner
-            if owner is not None and demand.reserved.get(owner, 0) > 0:
-                zs[o] = model.new_int_var(0, min(ub, demand.reserved[owner]), f"z{d}_{o}")
-                model.add(zs[o] <= ys[o])
-        v.y.append(ys)
-        v.z.append(zs)
-        want = demand.replicas if demand.replicas is not None else demand.sessions or 0
-        v.miss.append(model.new_int_var(0, want, f"miss{d}"))
-        v.res_miss.append({w: model.new_int_var(0, k, f"rm{d}_{w}") for w, k in demand.reserved.items() if k > 0})
-    return v
-
-
-def _add_demand_constraints(model: cp_model.CpModel, problem: PlacementProblem, v: _Vars) -> None:
-    for d, demand in enumerate(problem.demands):
-        ys = v.y[d]
-        if demand.replicas is not None:
-            model.add(sum(ys.values()) + v.miss[d] == demand.replicas)
-        else:
-            sessions = demand.sessions or 0
-            model.add(sum(demand.options[o].capacity * y for o, y in ys.items()) + v.miss[d] >= sessions)
-            model.add(sum(ys.values()) <= demand.max_replicas)
-        for owner, rm in v.res_miss[d].items():
-            mine = [z for o, z in v.z[d].items() if problem.classes[demand.options[o].node_class].owner == owner]
-            model.add(sum(mine) + rm >= demand.reserved[owner])
-
-
-def _add_capacity_constraints(model: cp_model.CpModel, problem: PlacementProblem, v: _Vars) -> None:
-    per_class: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
-    pool_use: dict[str, list[cp_model.LinearExprT]] = {}
-    for d, demand in enumerate(problem.demands):
-        for o, y in v.y[d].items():
-            opt = demand.options[o]
-            per_class.setdefault(opt.node_class, []).append((opt.gpus, y))
-            owner = problem.classes[opt.node_class].owner
-            if owner is None or owner not in problem.pool_limits or demand.dedicated_owner == owner:
-                continue
-            z = v.z[d].get(o)
-            pool_use.setdefault(owner, []).append(opt.gpus * (y - z) if z is not None else opt.gpus * y)
-    for c, terms in per_class.items():
-        cls = problem.classes[c]
-        for size in sorted({g for g, _ in terms}):
-            big = [g * y for g, y in terms if g >= size]
-            model.add(sum(big) <= cls.slots(size))
-    for owner, uses in pool_use.items():
-        model.add(sum(uses) <= problem.pool_limits[owner])
-
-
-def _add_moves(model: cp_model.CpModel, problem: PlacementProblem, v: _Vars) -> None:
-    for d, demand in enumerate(problem.demands):
-        for c, before in sorted(demand.base.items()):
-            here = [y for o, y in v.y[d].items() if demand.options[o].node_class == c]
-            mv = model.new_int_var(0, before, f"mv{d}_{c}")
-            model.add(mv >= before - sum(here))
-            v.moves.append(mv)
-            for y in here:  # start the search from the base placement
-                model.add_hint(y, before if len(here) == 1 else 0)
-
-
 def _miss_weight(demand: Demand) -> int:
     if demand.replicas is not None:
         return W_MISS
@@ -171,60 +97,129 @@ def _miss_weight(demand: Demand) -> int:
     return max(1, W_MISS // max(1, best))
 
 
-def _objective(problem: PlacementProblem, v: _Vars) -> cp_model.LinearExprT:
-    terms: list[cp_model.LinearExprT] = []
+def _moves(problem: PlacementProblem, p: StartPoint) -> int:
+    out = 0
     for d, demand in enumerate(problem.demands):
-        terms.append(_miss_weight(demand) * v.miss[d])
-        terms.extend(W_MISS * rm for rm in v.res_miss[d].values())
-        for o, y in v.y[d].items():
-            opt = demand.options[o]
-            terms.append((W_GPU * opt.gpus + QUALITY_MAX - min(QUALITY_MAX, max(0, opt.quality))) * y)
-    terms.extend(W_MOVE * mv for mv in v.moves)
-    return sum(terms)
+        for c, before in demand.base.items():
+            here = sum(n for o, n in p.counts[d].items() if demand.options[o].node_class == c)
+            out += max(0, before - here)
+    return out
 
 
-_STATUS = {
-    cp_model.OPTIMAL: "optimal",
-    cp_model.FEASIBLE: "feasible",
-    cp_model.INFEASIBLE: "infeasible",
-    cp_model.MODEL_INVALID: "model_invalid",
-    cp_model.UNKNOWN: "unknown",
-}
+def _first_value(problem: PlacementProblem, p: StartPoint) -> int:
+    """Targets missed (weighted per deployment), reservations missed, replicas moved."""
+    missed = sum(_miss_weight(demand) * p.missing[d] for d, demand in enumerate(problem.demands))
+    return missed + W_MISS * sum(sum(r.values()) for r in p.reserved_missing) + W_MOVE * _moves(problem, p)
+
+
+def _second_value(problem: PlacementProblem, p: StartPoint) -> int:
+    """GPU economy: the GPUs of every replica, then its capacity short of the best option's."""
+    return sum(option_cost(demand.options[o].gpus, demand.options[o].quality) * n
+               for demand, counts in zip(problem.demands, p.counts, strict=True) for o, n in counts.items())
+
+
+@dataclass
+class _Stage:
+    point: StartPoint
+    value: int
+    bound: float
+    proven: bool
+    by_solver: bool = False
+
+    @property
+    def gap(self) -> float:
+        return max(0.0, self.value - self.bound) / max(1.0, abs(self.value))
+
+
+@dataclass
+class _Run:
+    """One solve: the problem, the deadline, and the CP-SAT model once a stage needs it."""
+
+    problem: PlacementProblem
+    deadline: float
+    workers: int
+    cp: PlacementModel | None = None
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+    def model(self) -> PlacementModel:
+        if self.cp is None:
+            self.cp = PlacementModel(self.problem, [_miss_weight(d) for d in self.problem.demands], W_MISS, W_MOVE)
+        return self.cp
+
+
+def _lp_start(problem: PlacementProblem) -> tuple[Relaxation | None, float | None, StartPoint]:
+    """The LP relaxation with the first stage's bound, and the first-fit start guided by its fractions."""
+    upper = [{o: upper_bound(problem, d, o) for o in range(len(demand.options))}
+             for d, demand in enumerate(problem.demands)]
+    lp = relax(problem, [_miss_weight(d) for d in problem.demands], W_MISS, W_MOVE, upper)
+    b1 = lp.first_bound() if lp is not None else None
+    guide = None
+    if lp is not None and b1 is not None:
+        lp.hold_first(b1)
+        if lp.second_bound() is not None:
+            guide = lp.guide()
+    return lp, b1, first_fit(problem, guide)
+
+
+def _first_stage(run: _Run, start: StartPoint, b1: float | None) -> _Stage:
+    """Targets and stability: proven by the LP when the start reaches its bound, else CP-SAT from the start."""
+    value = _first_value(run.problem, start)
+    if b1 is not None and value <= b1 + 0.5:
+        return _Stage(start, value, b1, True)
+    point, bound, proven = run.model().minimise(run.model().first, start, run.left() * FIRST_STAGE_SHARE,
+                                                run.workers, 0.0)
+    bound = max(bound, b1 or 0.0)
+    if point is None or _first_value(run.problem, point) > value:
+        return _Stage(start, value, min(bound, value), False)
+    found = _first_value(run.problem, point)
+    return _Stage(point, found, min(bound, found), proven, True)
+
+
+def _second_stage(run: _Run, one: _Stage, lp: Relaxation | None) -> _Stage:
+    """The GPU economy with the first objective held: proven by the LP when the start is close enough."""
+    bound = None
+    if lp is not None:
+        lp.hold_first(one.value)
+        bound = lp.second_bound()
+    value = _second_value(run.problem, one.point)
+    stage = _Stage(one.point, value, min(bound or 0.0, value), False)
+    # a small model is always worth CP-SAT's proof; a large one only when the start is not already close
+    small = count_variables(run.problem) <= SMALL_MODEL
+    if bound is not None and (stage.gap <= GAP_LIMIT or (stage.gap <= GAP_ACCEPT and not small)):
+        stage.proven = stage.gap <= GAP_LIMIT
+        return stage
+    cp = run.model()
+    cp.hold(cp.first, one.value)  # the second stage may not undo the first
+    point, cp_bound, proven = cp.minimise(cp.second, one.point, run.left(), run.workers, GAP_LIMIT)
+    stage.bound = max(stage.bound, min(cp_bound, value))
+    if point is not None and _second_value(run.problem, point) <= value:
+        found = _second_value(run.problem, point)
+        stage = _Stage(point, found, min(stage.bound, found), proven, True)
+    stage.proven = stage.proven or stage.gap <= GAP_LIMIT
+    return stage
 
 
 def solve(problem: PlacementProblem, *, time_limit_s: float = 10.0, workers: int = 2) -> PlacementSolution:
     """Solve the placement. Never infeasible by construction: what does not fit shows up as `missing`."""
     started = time.perf_counter()
-    model = cp_model.CpModel()
-    v = _add_variables(model, problem)
-    _add_demand_constraints(model, problem, v)
-    _add_capacity_constraints(model, problem, v)
-    _add_moves(model, problem, v)
-    model.minimize(_objective(problem, v))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = time_limit_s
-    solver.parameters.num_workers = max(1, workers)
-    solver.parameters.relative_gap_limit = 0.001
-    code = solver.solve(model)
-    status = _STATUS.get(code, "unknown")
-    n_vars = len(model.proto.variables)
-    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        # no solution in time: nothing is placed, and every demand says so (never a silent partial plan)
-        wants = [d.replicas if d.replicas is not None else d.sessions or 0 for d in problem.demands]
-        return PlacementSolution([{} for _ in problem.demands], [{} for _ in problem.demands], wants,
-                                 [dict(d.reserved) for d in problem.demands], status, 0.0, 0.0, 1.0,
-                                 time.perf_counter() - started, n_vars, 0)
-    objective, bound = solver.objective_value, solver.best_objective_bound
+    run = _Run(problem, started + time_limit_s, workers)
+    lp, b1, start = _lp_start(problem)
+    one = _first_stage(run, start, b1)
+    two = _second_stage(run, one, lp)
+    improved = one.proven or one.by_solver or two.by_solver  # else: nothing vouches for the first-fit start
+    p = two.point
     return PlacementSolution(
-        counts=[{o: int(solver.value(y)) for o, y in ys.items() if solver.value(y)} for ys in v.y],
-        dedicated=[{o: int(solver.value(z)) for o, z in zs.items() if solver.value(z)} for zs in v.z],
-        missing=[int(solver.value(m)) for m in v.miss],
-        reserved_missing=[{w: int(solver.value(rm)) for w, rm in rms.items()} for rms in v.res_miss],
-        status=status,
-        objective=objective,
-        best_bound=bound,
-        gap=abs(objective - bound) / max(1.0, abs(objective)),
+        counts=p.counts,
+        dedicated=p.dedicated,
+        missing=p.missing,
+        reserved_missing=p.reserved_missing,
+        status="optimal" if one.proven and two.proven else "feasible" if improved else "first-fit",
+        objective=float(one.value + two.value),
+        best_bound=one.bound + (two.bound if one.proven else 0.0),
+        gap=one.gap if not one.proven else two.gap,
         wall_seconds=time.perf_counter() - started,
-        variables=n_vars,
-        moves=sum(int(solver.value(mv)) for mv in v.moves),
+        variables=count_variables(problem),
+        moves=_moves(problem, p),
     )

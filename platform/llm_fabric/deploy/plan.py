@@ -97,7 +97,8 @@ class SiteUsage(FabricModel):
 
 
 class SolverReport(FabricModel):
-    status: Literal["optimal", "feasible", "infeasible", "unknown", "model_invalid", "trivial"]
+    status: Literal["optimal", "feasible", "first-fit", "infeasible", "unknown", "model_invalid", "trivial"] = Field(
+        description="first-fit: the solver improved nothing within its time limit; the plan is the greedy start")
     objective: float
     best_bound: float
     gap: float = Field(description="relative gap between the objective and the solver's bound (0 = proven optimal)")

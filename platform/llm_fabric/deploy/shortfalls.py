@@ -36,18 +36,16 @@ def _blocked(problem: PlacementProblem, info: DemandInfo) -> list[str]:
     return ["no node may run it:", *_listed(lines)]
 
 
-def _crowded(problem: PlacementProblem, demand: Demand, replicas: list[ReplicaPlacement]) -> list[str]:
+def _crowded(problem: PlacementProblem, demand: Demand, usage: dict[str, Counter[str]]) -> list[str]:
     out: list[str] = []
     sizes = sorted({o.gpus for o in demand.options})
     out.append(f"each replica needs {' or '.join(map(str, sizes))} GPUs inside one node")
     lines = []
     for c in sorted({o.node_class for o in demand.options}):
         cls = problem.classes[c]
-        nodes = set(cls.nodes)
-        users = Counter()  # type: Counter[str]
-        for r in replicas:
-            if r.node in nodes:
-                users[r.deployment] += len(r.gpu_indices)
+        users = Counter[str]()
+        for node in cls.nodes:
+            users.update(usage.get(node, {}))
         used = sum(users.values())
         taken = ", ".join(f"{d} {n}" for d, n in users.most_common()) or "nothing"
         line = f"{_label(cls)} ({len(cls.nodes) * cls.gpus_per_node} GPUs): {used} in use by {taken}"
@@ -61,15 +59,16 @@ def _crowded(problem: PlacementProblem, demand: Demand, replicas: list[ReplicaPl
 def shortfalls_of(problem: PlacementProblem, sol: PlacementSolution, infos: list[DemandInfo],
                   replicas: list[ReplicaPlacement]) -> list[Shortfall]:
     out: list[Shortfall] = []
-    unsolved = sol.status not in ("optimal", "feasible")
+    usage: dict[str, Counter[str]] = {}  # node -> deployment -> GPUs, built once for every shortfall
+    for r in replicas:
+        usage.setdefault(r.node, Counter())[r.deployment] += len(r.gpu_indices)
     for d, demand in enumerate(problem.demands):
-        if unsolved:
-            why = [f"the solver found no placement within its time limit (status {sol.status}); "
-                   "raise FABRIC_PLAN_TIME_LIMIT or simplify the federation"]
-        elif not demand.options:
-            why = _blocked(problem, infos[d])
-        else:
-            why = _crowded(problem, demand, replicas)
+        if sol.missing[d] <= 0 and not any(m > 0 for m in sol.reserved_missing[d].values()):
+            continue
+        why = _blocked(problem, infos[d]) if not demand.options else _crowded(problem, demand, usage)
+        if sol.status == "first-fit":
+            why = ["the solver found no better placement than first-fit within its time limit; "
+                   "raising FABRIC_PLAN_TIME_LIMIT may place more", *why]
         if sol.missing[d] > 0:
             fixed = demand.replicas is not None
             wanted = demand.replicas if fixed else demand.sessions

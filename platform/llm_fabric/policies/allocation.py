@@ -36,13 +36,17 @@ def allocation_policy(policies: PolicySet) -> AllocationPolicy:
 def owner_shares(site: SiteRepo, policies: PolicySet) -> dict[str, OwnerShare]:
     lending = allocation_policy(policies).lending
     owners = {n.owner for n in site.nodes.values()} | {t.name for t in site.tenants.values() if t.contributor}
+    contributed = dict.fromkeys(owners, 0)  # one pass over the nodes (SiteRepo.contributed_gpus is per owner)
+    for node in site.nodes.values():
+        if node.status == "active":
+            contributed[node.owner] += node.gpus.count
     out: dict[str, OwnerShare] = {}
     for owner in sorted(owners):
         tenant = site.tenants.get(owner)
         dedicated = tenant.dedicated if tenant is not None else None
         out[owner] = OwnerShare(
             owner=owner,
-            contributed=site.contributed_gpus(owner),
+            contributed=contributed[owner],
             dedicated_gpus=dedicated.gpus if dedicated else 0,
             reserved_replicas=dict(dedicated.replicas) if dedicated else {},
             lends=lending or dedicated is None,
