@@ -7,6 +7,7 @@ site repo; the solver core (`placement`) and the node packing (`packing`) know n
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from llm_fabric.deploy.packing import Request, Seat, pack_class
@@ -37,7 +38,11 @@ class PlanContext:
     matrix: KernelMatrix
     util: float
     facts: dict[str, ModelFacts | None] = field(default_factory=dict)
-    sizings: dict[tuple[str, str, int], Sizing] = field(default_factory=dict)
+    sizings: dict[tuple[Hashable, str, int], Sizing] = field(default_factory=dict)
+    verdicts: dict[tuple[Hashable, Hashable], bool] = field(default_factory=dict)
+    profiles: dict[str, Hashable] = field(default_factory=dict)
+    options: dict[tuple[Hashable, Hashable], list[Option]] = field(default_factory=dict)
+    pinned: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, site: SiteRepo) -> PlanContext:
@@ -45,13 +50,14 @@ class PlanContext:
         policies = site.policies()
         ctx = cls(site, policies, owner_shares(site, policies), recipes, load_gpu_catalog(), load_kernel_matrix(),
                   site.config.defaults.gpu_memory_utilization)
+        ctx.pinned = {n for d in site.deployments.values() for n in d.placement.nodes}
         for name, dep in site.deployments.items():
             r = recipes.get(dep.recipe)
             ctx.facts[name] = None if r is None else ModelFacts(small=r.small, total_params_b=r.total_params_b)
         return ctx
 
     def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int) -> Sizing:
-        key = (dep.name, gpu_model, gpus_per_node)
+        key = (_sizing_key(dep), gpu_model, gpus_per_node)
         if key not in self.sizings:
             recipe = self.recipes[dep.recipe]
             if gpu_model not in self.catalog:
@@ -60,6 +66,48 @@ class PlanContext:
                 gpu = self.catalog.get(gpu_model)
                 self.sizings[key] = size_on(dep, recipe, gpu, gpus_per_node, self.matrix, self.util)
         return self.sizings[key]
+
+    def profile(self, dep: Deployment) -> Hashable:
+        """Everything of a deployment that `node_refusals` decides on (not the name it says in messages):
+        deployments with one profile are refused by the same nodes, so eligibility is computed once per
+        profile and node view instead of once per deployment and node class."""
+        if dep.name not in self.profiles:
+            reserving = frozenset(o for o, s in self.shares.items() if dep.name in s.reserved_replicas)
+            self.profiles[dep.name] = (tuple(dep.placement.nodes), tuple(dep.placement.sites),
+                                       tuple(dep.placement.gpu_models), tuple(dep.data_classes), dep.dedicated_for,
+                                       self.facts.get(dep.name), reserving, dep.recipe in self.recipes)
+        return self.profiles[dep.name]
+
+    def node_view(self, dep: Deployment, node: NodeManifest) -> Hashable:
+        """What of a node `node_refusals` decides on for `dep`: the owner only through `dedicated_for` or
+        an owner that lends nothing, the name only where a deployment pins nodes."""
+        share = self.shares.get(node.owner)
+        owner = node.owner if dep.dedicated_for or (share is not None and share.pool_limit == 0) else ""
+        return (node.status, node.site, node.tier, node.gpus.catalog_id, owner,
+                node.name if node.name in self.pinned else "")
+
+    def eligible(self, dep: Deployment, node: NodeManifest) -> bool:
+        key = (self.profile(dep), self.node_view(dep, node))
+        if key not in self.verdicts:
+            share = self.shares.get(node.owner)
+            self.verdicts[key] = dep.recipe in self.recipes and not node_refusals(
+                self.site, self.policies, dep, node, self.facts.get(dep.name), share)
+        return self.verdicts[key]
+
+    def refusals(self, dep: Deployment, node: NodeManifest) -> list[str]:
+        """Why `dep` may not run on `node`, in words (computed only for the reports that show it)."""
+        out = node_refusals(self.site, self.policies, dep, node, self.facts.get(dep.name), self.shares.get(node.owner))
+        if dep.recipe not in self.recipes:
+            out.append(f"recipe `{dep.recipe}` is unknown")
+        return out
+
+
+def _sizing_key(dep: Deployment) -> Hashable:
+    """Everything of a deployment that `size_on` reads: deployments of one shape share their sizing."""
+    target = dep.target.context_tokens if dep.target else None
+    context = (dep.context.p50, dep.context.p95) if dep.context else None
+    return (dep.recipe, dep.quantization, dep.tensor_parallel_size, dep.kv_cache_dtype, dep.max_model_len,
+            context, target)
 
 
 def _owner_matters(ctx: PlanContext) -> set[str]:
@@ -72,19 +120,28 @@ def _owner_matters(ctx: PlanContext) -> set[str]:
 
 
 def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]:
-    """Classes of interchangeable active nodes, and one representative node per class."""
+    """Classes of interchangeable active nodes, and one representative node per class.
+
+    Nodes group by GPU model and count, owner (where its allocation matters) and pin, and then by the
+    verdict of every eligibility profile: two sites whose rules admit the same deployments are one class
+    (with 100 sites in five jurisdictions, a handful of classes per GPU shape rather than hundreds)."""
     owners = _owner_matters(ctx)
-    pinned = {n for d in ctx.site.deployments.values() for n in d.placement.nodes}
     groups: dict[tuple[str, ...], list[NodeManifest]] = {}
     for name, node in sorted(ctx.site.nodes.items()):
         if node.status != "active":
             continue
         key: tuple[str, ...] = (node.gpus.catalog_id, str(node.gpus.count), node.site, node.tier,
-               node.owner if node.owner in owners else "", name if name in pinned else "")
+               node.owner if node.owner in owners else "", name if name in ctx.pinned else "")
         groups.setdefault(key, []).append(node)
+    profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
+    merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest]]] = {}
+    for key, nodes in sorted(groups.items()):
+        verdicts = tuple(ctx.eligible(dep, nodes[0]) for dep in profiles.values())
+        merged.setdefault((key[0], key[1], key[4], key[5], verdicts), (key, []))[1].extend(nodes)
     classes: list[NodeClass] = []
     reps: list[NodeManifest] = []
-    for key, nodes in sorted(groups.items()):
+    for key, nodes in sorted(merged.values(), key=lambda kv: kv[0]):
+        nodes.sort(key=lambda n: n.name)
         rep = nodes[0]
         classes.append(NodeClass("/".join(k for k in key if k), tuple(n.name for n in nodes), rep.gpus.count,
                                  owner=rep.owner if key[4] else None))
@@ -94,26 +151,29 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
 
 def _options(ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: list[NodeManifest],
              info: DemandInfo) -> list[Option]:
-    share_of = ctx.shares.get
-    sized: list[tuple[int, Sizing]] = []
-    for c, rep in enumerate(reps):
-        refusals = node_refusals(ctx.site, ctx.policies, dep, rep, ctx.facts.get(dep.name), share_of(rep.owner))
-        if dep.recipe not in ctx.recipes:
-            refusals.append(f"recipe `{dep.recipe}` is unknown")
-        if refusals:
+    key = (ctx.profile(dep), _sizing_key(dep))
+    options = ctx.options.get(key)
+    if options is None:  # deployments alike for policy and sizing have the same options
+        sized: list[tuple[int, Sizing]] = []
+        for c, rep in enumerate(reps):
+            if ctx.eligible(dep, rep):
+                s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                if s.ok:
+                    sized.append((c, s))
+        best = max((s.sessions_per_replica for _, s in sized), default=1)
+        options = ctx.options[key] = [
+            Option(c, s.tensor_parallel_size, capacity=max(1, s.sessions_per_replica),
+                   quality=round(9 * s.sessions_per_replica / max(1, best)))
+            for c, s in sized
+        ]
+    if not options:  # the reasons in words, for the shortfall that will say why nothing is placed
+        for c, rep in enumerate(reps):
+            refusals = ctx.refusals(dep, rep)
+            if not refusals:
+                sizing = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                refusals = [sizing.refusal or "does not fit"]
             info.refusals[c] = refusals
-            continue
-        s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
-        if not s.ok:
-            info.refusals[c] = [s.refusal or "does not fit"]
-            continue
-        sized.append((c, s))
-    best = max((s.sessions_per_replica for _, s in sized), default=1)
-    return [
-        Option(c, s.tensor_parallel_size, capacity=max(1, s.sessions_per_replica),
-               quality=round(9 * s.sessions_per_replica / max(1, best)))
-        for c, s in sized
-    ]
+    return list(options)
 
 
 def build_demands(ctx: PlanContext, classes: list[NodeClass], reps: list[NodeManifest], base: Plan | None
