@@ -11,6 +11,7 @@ import yaml
 from kubernetes_validate import utils as kv
 
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
+from llm_fabric.deploy.crd_validation import is_core
 from llm_fabric.deploy.manifests import all_objects
 from llm_fabric.deploy.render import render_stacks
 from tests.deploy.crdschemas import crds_or_skip, known, validate_custom
@@ -65,12 +66,6 @@ def test_crd_validation_catches_a_wrong_field(reference_inputs: StackInputs) -> 
     queue["spec"]["cohort"] = queue["spec"].pop("cohortName")  # the v1beta1 spelling
     with pytest.raises(jsonschema.ValidationError):
         validate_custom(queue)
-
-
-def is_core(doc: dict) -> bool:
-    """Kinds of Kubernetes itself (the schemas kubernetes-validate bundles), not of a CRD."""
-    group = doc["apiVersion"].rsplit("/", 1)[0] if "/" in doc["apiVersion"] else ""
-    return group in ("", "apps") or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 
 def test_operator_stacks_point_at_the_site_repo_and_validate(reference_inputs: StackInputs, tmp_path: Path) -> None:

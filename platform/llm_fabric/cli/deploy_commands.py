@@ -8,6 +8,7 @@ import click
 
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.deploy.build import STACK_ORDER, load_inputs
+from llm_fabric.deploy.crd_validation import CheckReport, CrdSchemas, check_manifests
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.provision import find_node, provision_node
 from llm_fabric.deploy.render import render_stacks
@@ -26,6 +27,19 @@ from llm_fabric.site.loader import load_site
 )
 @click.option("--operator-repo", metavar="GIT_URL", help="Also write Pulumi Operator Stack resources for this remote.")
 @click.option("--operator-branch", default="main", show_default=True, help="Branch the operator deploys.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Validate what was written: Kubernetes kinds strictly for the site's cluster.kubernetes_version, "
+    "custom resources against the CRDs in --crds. Exit 3 on an invalid manifest.",
+)
+@click.option(
+    "--crds",
+    "crds_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Folder of CustomResourceDefinition YAML files (Kueue, Prometheus Operator, ...) for --check.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def render_command(
     directory: Path,
@@ -35,31 +49,53 @@ def render_command(
     stacks: tuple[str, ...],
     operator_repo: str | None,
     operator_branch: str,
+    check: bool,
+    crds_dir: Path | None,
     as_json: bool,
 ) -> None:
     """Write the serving, allocations and observability stacks of a site repo as YAML.
 
     One file per resource under OUT/SITE/STACK/, with kustomization.yaml files for Argo CD or
     Flux; the same resources `pulumi up` creates. Without --plan the site repo is planned afresh;
-    an incomplete plan is refused (exit 3).
+    an incomplete plan is refused (exit 3). --check validates every written manifest (exit 3 naming
+    the file and field of each invalid one).
 
     \b
     Examples:
       fabric render ./site --out ./site/deploy
+      fabric render ./site --out ./site/deploy --check --crds ./crds
       fabric render ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
     """
+    if crds_dir is not None and not check:
+        raise UsageError("--crds is used by --check", hint="add --check")
     options = StackOptions(site_repo=directory, site=site, plan_file=plan_file)
     inputs = load_inputs(options)
+    crds = CrdSchemas.load(crds_dir) if crds_dir is not None else None  # a wrong folder fails before writing
     chosen = tuple(s for s in STACK_ORDER if s in stacks) if stacks else STACK_ORDER
     result = render_stacks(inputs, out, stacks=chosen, operator_repo=operator_repo, operator_branch=operator_branch)
+    report = None
+    if check:
+        version = inputs.site.config.sites[inputs.site_id].cluster.kubernetes_version
+        report = check_manifests(result.manifests, version, crds)
     if as_json:
-        print_json(result.as_dict())
+        print_json(result.as_dict() | ({"check": report.as_dict()} if report is not None else {}))
         return
     counts = ", ".join(f"{n} {stack}" for stack, n in result.objects.items())
     console.print(f"rendered site [bold]{result.site}[/] into {out / result.site}: {counts} objects")
     console.print(f"{len(result.files)} files written or unchanged, {len(result.removed)} stale files removed")
     for path in result.removed:
         console.print(f"  removed {path}", markup=False)
+    if report is not None:
+        _print_check(report)
+
+
+def _print_check(report: CheckReport) -> None:
+    custom = (
+        f"{report.custom} custom resources against the CRDs in {report.crds}"
+        if report.crds is not None
+        else f"{report.custom_unchecked} custom resources not checked (no --crds DIR)"
+    )
+    console.print(f"valid: {report.core} Kubernetes manifests ({report.kubernetes_version}, strict), {custom}")
 
 
 @click.command("provision")

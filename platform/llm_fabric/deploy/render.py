@@ -33,6 +33,7 @@ class RenderResult:
     files: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     objects: dict[str, int] = field(default_factory=dict)
+    manifests: list[Path] = field(default_factory=list)  # the files that hold a Kubernetes object
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -94,6 +95,7 @@ def _write_stack(folder: Path, bundles: list[Bundle], result: RenderResult) -> N
             raise UsageError(f"two resources would be written to {folder / name}", hint="rename one of them")
         names.append(name)
         _write(folder / name, dump_yaml(obj), result)
+        result.manifests.append(folder / name)
     _write(folder / KUSTOMIZATION, dump_yaml(kustomization(names)), result)
     keep = {*names, KUSTOMIZATION}
     for stale in sorted(folder.glob("*.yaml")):
@@ -124,6 +126,7 @@ def _write_operator(
         cr = operator_stack(inputs, stack, repo, branch, f"{rel.as_posix()}/pulumi/{stack}", back, previous)
         names.append(file_name(cr))
         _write(site_dir / "operator" / file_name(cr), dump_yaml(cr), result)
+        result.manifests.append(site_dir / "operator" / file_name(cr))
     _write(site_dir / "operator" / KUSTOMIZATION, dump_yaml(kustomization(names)), result)
 
 
