@@ -1,4 +1,4 @@
-"""`fabric engine tiny-model`, `fabric engine run --local`, `fabric engine check-args`: a real vLLM on this machine."""
+"""`fabric engine tiny-model`, `run --local`, `burst`, `check-args`: a real vLLM on this machine."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.local import cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.engine.tiny_model import build_tiny_model
+from llm_fabric.engine.traffic import nearest_rank, plan_burst, send_burst, write_records
 from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
 from llm_fabric.enrollment.catalog import load_gpu_catalog
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -27,6 +28,7 @@ def engine_group() -> None:
     Examples:
       fabric engine tiny-model ./tiny
       fabric engine run --model qwen3.5 --local
+      fabric engine burst --url http://127.0.0.1:8000 --model qwen3.5 --records requests.jsonl
       fabric engine check-args --json
     """
 
@@ -53,7 +55,9 @@ def tiny_model_command(directory: Path, seed: int) -> None:
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Logs and caches (default: temp).")
 @click.option("--timeout", type=float, default=240, show_default=True, help="Seconds to wait for /health.")
 @click.option("--smoke", is_flag=True, help="Send one request, print it, stop (a contributor's smoke test).")
-def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, timeout: float, smoke: bool) -> None:
+@click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1 (default: a free one).")
+def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, timeout: float, smoke: bool,
+                port: int | None) -> None:
     """Start vLLM on 127.0.0.1 from a recipe's engine args, with the tiny model standing in on a CPU.
 
     The recipe's args for --gpu are adapted to the CPU (see docs/engine.md); the loop guard is loaded.
@@ -75,7 +79,7 @@ def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, 
     folder = run_dir or Path(tempfile.mkdtemp(prefix=f"fabric-engine-{recipe.id}-"))
     model = build_tiny_model(folder / "tiny-model")
     args = cpu_stand_in_args(command.args, served_name=recipe.id)  # the loop guard comes with the recipe's args
-    engine = start_engine(model, folder, engine_args=args, env=cpu_stand_in_env(command.env))
+    engine = start_engine(model, folder, engine_args=args, env=cpu_stand_in_env(command.env), port=port)
     console.print(f"vLLM pid {engine.pid} on {engine.base_url}; log {engine.log_path}")
     console.print("args: " + " ".join(args), markup=False)
     try:
@@ -106,6 +110,52 @@ def _smoke(base_url: str, model: str) -> None:
     usage = answer["usage"]
     console.print(f"smoke request: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
                   f"finish {answer['choices'][0]['finish_reason']}")
+
+
+@engine_group.command("burst")
+@click.option("--url", required=True, metavar="URL", help="The engine, e.g. http://127.0.0.1:8000.")
+@click.option("--model", "served_model", required=True, metavar="NAME", help="The engine's served model name.")
+@click.option("--deployment", metavar="NAME", help="Model name in the records (default: --model).")
+@click.option("--requests", "count", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--p50", type=click.IntRange(1), default=96, show_default=True, help="Prompt length p50 (tokens).")
+@click.option("--p95", type=click.IntRange(2), default=480, show_default=True, help="Prompt length p95 (tokens).")
+@click.option("--max-prompt-tokens", type=click.IntRange(1), default=900, show_default=True)
+@click.option("--max-output-tokens", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--tenant", "tenants", multiple=True, default=["demo"], show_default=True, help="Repeat for several.")
+@click.option("--concurrency", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--records", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="JSON Lines request records to write (the `fabric report --requests` schema).")
+@click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON.")
+def burst_command(url: str, served_model: str, deployment: str | None, count: int, p50: int, p95: int,
+                  max_prompt_tokens: int, max_output_tokens: int, tenants: tuple[str, ...], concurrency: int,
+                  seed: int, records: Path, as_json: bool) -> None:
+    """Send a known burst of completions to a running engine and write its request records.
+
+    Prompt lengths follow a log-normal with the given p50/p95 (see docs/engine.md); outputs are
+    exactly max_tokens long (ignore_eos); tenants take turns; every third request streams.
+
+    \b
+    Example:
+      fabric engine burst --url http://127.0.0.1:8000 --model qwen3.5 --deployment qwen3-5 \\
+        --requests 20 --tenant cerit-sc --tenant muni-researchers --records requests.jsonl
+    """
+    planned = plan_burst(count, p50=p50, p95=p95, tenants=tenants, max_prompt_tokens=max_prompt_tokens,
+                         max_output_tokens=max_output_tokens, seed=seed)
+    sent = send_burst(url.rstrip("/"), served_model, planned, deployment=deployment or served_model,
+                      concurrency=concurrency)
+    write_records(records, sent)
+    prompts = [int(r["prompt_tokens"]) for r in sent]
+    totals = {"requests": len(sent), "prompt_tokens": sum(prompts),
+              "completion_tokens": sum(int(r["completion_tokens"]) for r in sent),
+              "prompt_p50": nearest_rank(prompts, 50), "prompt_p95": nearest_rank(prompts, 95),
+              "records": str(records)}
+    if as_json:
+        print_json(totals)
+        return
+    console.print(f"sent {totals['requests']} requests to {url}: {totals['prompt_tokens']} prompt + "
+                  f"{totals['completion_tokens']} completion tokens, prompt p50 {totals['prompt_p50']} / "
+                  f"p95 {totals['prompt_p95']}; records in {records}", markup=False)
 
 
 @engine_group.command("check-args")
