@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llm_fabric.deploy.placement import Demand, PlacementProblem
+    from llm_fabric.deploy.placement_types import Demand, PlacementProblem
 
 W_GPU = 10  # per GPU used (the same weights as the model's second stage)
 QUALITY_MAX = 9
@@ -109,8 +109,10 @@ class _Filling:
 
     demand: Demand
     prefs: list[int]
-    passes: list[dict[int, int]]  # per pass: option -> replicas it may hold after the pass ({}: no limit)
+    passes: list[dict[int, int] | None]  # per pass: option -> replicas it may hold after it (None: no limit)
     lender: dict[int, str | None]
+    placed: int = 0
+    sessions: int = 0
     counts: dict[int, int] = field(default_factory=dict)
     dedicated: dict[int, int] = field(default_factory=dict)
     reserved: dict[str, int] = field(default_factory=dict)  # owner -> reserved replicas placed
@@ -120,25 +122,24 @@ class _Filling:
         return self.demand.replicas if self.demand.replicas is not None else self.demand.max_replicas
 
     def held(self) -> int:
-        return sum(self.demand.options[o].capacity * n for o, n in self.counts.items())
+        return self.sessions
 
     def enough(self) -> bool:
-        if sum(self.counts.values()) >= self.want:
+        if self.placed >= self.want:
             return True
-        return self.demand.replicas is None and self.held() >= (self.demand.sessions or 0)
+        return self.demand.replicas is None and self.sessions >= (self.demand.sessions or 0)
 
 
 def _filling(problem: PlacementProblem, demand: Demand, guide: dict[int, float]) -> _Filling:
     prefs = _preference(demand)
     # passes: keep what the base plan had; the LP's counts rounded down, then up; then whatever fits
-    none = dict.fromkeys(prefs, 0)
     keep = {o: demand.base[demand.options[o].node_class] for o in prefs if demand.options[o].node_class in demand.base}
-    floor = {o: math.floor(x + 1e-6) for o, x in guide.items()}
+    floor = {o: math.floor(x + 1e-6) for o, x in guide.items() if x >= 1 - 1e-6}
     ceil = {o: math.ceil(x - 1e-6) for o, x in guide.items()}
     # the LP's options first, the larger fraction first (it is rounded up first); cost order among equals
     prefs = sorted(prefs, key=lambda o: (o not in guide, -(guide.get(o, 0.0) % 1)))
     lender = {o: _lender(problem, demand, demand.options[o].node_class) for o in prefs}
-    passes = [{**none, **keep}, {**none, **floor}, {**none, **ceil}, {}]
+    passes: list[dict[int, int] | None] = [keep, floor, ceil, None]
     return _Filling(demand, prefs, passes, lender)
 
 
@@ -149,23 +150,29 @@ def _put(f: _Filling, o: int, room: _Room, pool: bool) -> bool:
         return False
     room.take(opt.node_class, opt.gpus, lender)
     f.counts[o] = f.counts.get(o, 0) + 1
+    f.placed += 1
+    f.sessions += opt.capacity
     return True
 
 
-def _step(problem: PlacementProblem, f: _Filling, room: _Room, allowed: dict[int, int]) -> None:
+def _step(problem: PlacementProblem, f: _Filling, room: _Room, p: int) -> None:
     """One pass for one demand: its reserved replicas on the owners' nodes first, then the rest."""
+    allowed = f.passes[p]
+    if f.enough() or (allowed is not None and not allowed and p != COVER):
+        return
+    order = f.prefs if allowed is None else [o for o in f.prefs if o in allowed]
     for owner, k in sorted(f.demand.reserved.items()):
-        mine = [o for o in f.prefs if problem.classes[f.demand.options[o].node_class].owner == owner]
+        mine = [o for o in order if problem.classes[f.demand.options[o].node_class].owner == owner]
         for o in mine:
-            cap = allowed[o] - f.counts.get(o, 0) if allowed else UNLIMITED
+            cap = allowed[o] - f.counts.get(o, 0) if allowed is not None else UNLIMITED
             while cap > 0 and f.reserved.get(owner, 0) < k and not f.enough() and _put(f, o, room, pool=False):
                 f.dedicated[o] = f.dedicated.get(o, 0) + 1
                 f.reserved[owner] = f.reserved.get(owner, 0) + 1
                 cap -= 1
-    if allowed is f.passes[COVER] and f.demand.replicas is None:
+    if p == COVER and f.demand.replicas is None:
         _cover(f, room)
-    for o in f.prefs:
-        cap = allowed[o] - f.counts.get(o, 0) if allowed else UNLIMITED
+    for o in order:
+        cap = allowed[o] - f.counts.get(o, 0) if allowed is not None else UNLIMITED
         while cap > 0 and not f.enough() and _put(f, o, room, pool=True):
             cap -= 1
 
@@ -197,7 +204,7 @@ def first_fit(problem: PlacementProblem, guide: list[dict[int, float]] | None = 
     order = _order(problem)
     for p in range(len(fills[0].passes) if fills else 0):
         for d in order:
-            _step(problem, fills[d], room, fills[d].passes[p])
+            _step(problem, fills[d], room, p)
     missing = [f.demand.replicas - sum(f.counts.values()) if f.demand.replicas is not None
                else max(0, (f.demand.sessions or 0) - f.held()) for f in fills]
     return StartPoint([f.counts for f in fills], [f.dedicated for f in fills], missing,

@@ -22,11 +22,15 @@ weight cannot hide a poor GPU economy (nor inflate the gap of a good plan).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from llm_fabric.deploy.aggregation import Coarse, coarsen, refine_guide
 from llm_fabric.deploy.first_fit import StartPoint, first_fit, option_cost
 from llm_fabric.deploy.placement_model import PlacementModel, count_variables, upper_bound
+from llm_fabric.deploy.placement_types import Demand, NodeClass, Option, PlacementProblem, PlacementSolution
 from llm_fabric.deploy.relaxation import Relaxation, relax
+
+__all__ = ["Demand", "NodeClass", "Option", "PlacementProblem", "PlacementSolution", "solve"]
 
 W_MISS = 1_000_000  # per replica (or replica-equivalent of sessions) not placed
 W_MOVE = 1_000  # per replica taken away from a class it ran on in the base plan
@@ -34,60 +38,7 @@ FIRST_STAGE_SHARE = 0.7  # of the time limit; the GPU-economy stage gets the res
 GAP_LIMIT = 0.001  # relative: the GPU-economy stage is optimal this close to its bound
 GAP_ACCEPT = 0.01  # ... and, on a model over SMALL_MODEL variables, good enough without a CP-SAT run
 SMALL_MODEL = 2_000
-
-
-@dataclass(frozen=True)
-class NodeClass:
-    key: str
-    nodes: tuple[str, ...]
-    gpus_per_node: int
-    owner: str | None = None  # set when the owner's allocation limits what the pool may take here
-
-    def slots(self, size: int) -> int:
-        """GPUs that replicas of at least `size` GPUs can use in this class."""
-        return len(self.nodes) * size * (self.gpus_per_node // size)
-
-
-@dataclass(frozen=True)
-class Option:
-    node_class: int
-    gpus: int  # the tensor-parallel size: a power of two, at most the class's GPUs per node
-    capacity: int = 1  # sessions one replica holds at the target context (1 for fixed replicas)
-    quality: int = 0  # 0..QUALITY_MAX (first_fit), relative capacity among the demand's options
-
-
-@dataclass
-class Demand:
-    name: str
-    options: list[Option]
-    replicas: int | None = None  # exactly this many replicas ...
-    sessions: int | None = None  # ... or enough replicas to hold this many sessions
-    max_replicas: int = 0  # upper bound when sized by sessions
-    dedicated_owner: str | None = None  # every replica is dedicated to this owner (runs on its nodes)
-    reserved: dict[str, int] = field(default_factory=dict)  # owner -> replicas reserved for it
-    base: dict[int, int] = field(default_factory=dict)  # node class -> replicas there in the base plan
-
-
-@dataclass
-class PlacementProblem:
-    classes: list[NodeClass]
-    demands: list[Demand]
-    pool_limits: dict[str, int] = field(default_factory=dict)  # owner -> GPUs pool replicas may take
-
-
-@dataclass
-class PlacementSolution:
-    counts: list[dict[int, int]]  # per demand: option index -> replicas
-    dedicated: list[dict[int, int]]  # per demand: option index -> of those, replicas reserved for the class owner
-    missing: list[int]  # per demand: replicas (fixed) or sessions (target) not placed
-    reserved_missing: list[dict[str, int]]  # per demand: owner -> reserved replicas not placed on its nodes
-    status: str
-    objective: float
-    best_bound: float
-    gap: float
-    wall_seconds: float
-    variables: int
-    moves: int
+LARGE_MODEL = 50_000  # variables; beyond: coarse LP bound and LP-guided first-fit, no CP-SAT
 
 
 def _miss_weight(demand: Demand) -> int:
@@ -138,10 +89,16 @@ class _Run:
     problem: PlacementProblem
     deadline: float
     workers: int
+    variables: int = 0  # of the CP-SAT model, counted once
     cp: PlacementModel | None = None
 
     def left(self) -> float:
         return self.deadline - time.perf_counter()
+
+    @property
+    def large(self) -> bool:
+        """Too large for CP-SAT within seconds: relaxed through the coarse problem, no CP-SAT stage."""
+        return self.variables > LARGE_MODEL
 
     def model(self) -> PlacementModel:
         if self.cp is None:
@@ -149,17 +106,23 @@ class _Run:
         return self.cp
 
 
-def _lp_start(problem: PlacementProblem) -> tuple[Relaxation | None, float | None, StartPoint]:
-    """The LP relaxation with the first stage's bound, and the first-fit start guided by its fractions."""
-    upper = [{o: upper_bound(problem, d, o) for o in range(len(demand.options))}
-             for d, demand in enumerate(problem.demands)]
-    lp = relax(problem, [_miss_weight(d) for d in problem.demands], W_MISS, W_MOVE, upper)
+def _lp_start(run: _Run) -> tuple[Relaxation | None, float | None, StartPoint]:
+    """The LP relaxation with the first stage's bound, and the first-fit start guided by its fractions.
+    A large model is relaxed through its coarse problem (`aggregation`): still a lower bound."""
+    problem = run.problem
+    coarse: Coarse | None = coarsen(problem) if run.large else None
+    lp_problem = coarse.problem if coarse is not None else problem
+    upper = [{o: upper_bound(lp_problem, d, o) for o in range(len(demand.options))}
+             for d, demand in enumerate(lp_problem.demands)]
+    lp = relax(lp_problem, [_miss_weight(d) for d in lp_problem.demands], W_MISS, W_MOVE, upper)
+    if lp is not None:
+        lp.time_limit = lambda: run.left()
     b1 = lp.first_bound() if lp is not None else None
     guide = None
     if lp is not None and b1 is not None:
         lp.hold_first(b1)
         if lp.second_bound() is not None:
-            guide = lp.guide()
+            guide = lp.guide() if coarse is None else refine_guide(problem, coarse, lp.guide())
     return lp, b1, first_fit(problem, guide)
 
 
@@ -168,6 +131,8 @@ def _first_stage(run: _Run, start: StartPoint, b1: float | None) -> _Stage:
     value = _first_value(run.problem, start)
     if b1 is not None and value <= b1 + 0.5:
         return _Stage(start, value, b1, True)
+    if run.large:
+        return _Stage(start, value, min(b1 or 0.0, value), False)
     point, bound, proven = run.model().minimise(run.model().first, start, run.left() * FIRST_STAGE_SHARE,
                                                 run.workers, 0.0)
     bound = max(bound, b1 or 0.0)
@@ -186,8 +151,8 @@ def _second_stage(run: _Run, one: _Stage, lp: Relaxation | None) -> _Stage:
     value = _second_value(run.problem, one.point)
     stage = _Stage(one.point, value, min(bound or 0.0, value), False)
     # a small model is always worth CP-SAT's proof; a large one only when the start is not already close
-    small = count_variables(run.problem) <= SMALL_MODEL
-    if bound is not None and (stage.gap <= GAP_LIMIT or (stage.gap <= GAP_ACCEPT and not small)):
+    small = run.variables <= SMALL_MODEL
+    if run.large or (bound is not None and (stage.gap <= GAP_LIMIT or (stage.gap <= GAP_ACCEPT and not small))):
         stage.proven = stage.gap <= GAP_LIMIT
         return stage
     cp = run.model()
@@ -204,8 +169,8 @@ def _second_stage(run: _Run, one: _Stage, lp: Relaxation | None) -> _Stage:
 def solve(problem: PlacementProblem, *, time_limit_s: float = 10.0, workers: int = 2) -> PlacementSolution:
     """Solve the placement. Never infeasible by construction: what does not fit shows up as `missing`."""
     started = time.perf_counter()
-    run = _Run(problem, started + time_limit_s, workers)
-    lp, b1, start = _lp_start(problem)
+    run = _Run(problem, started + time_limit_s, workers, count_variables(problem))
+    lp, b1, start = _lp_start(run)
     one = _first_stage(run, start, b1)
     two = _second_stage(run, one, lp)
     improved = one.proven or one.by_solver or two.by_solver  # else: nothing vouches for the first-fit start
@@ -220,6 +185,6 @@ def solve(problem: PlacementProblem, *, time_limit_s: float = 10.0, workers: int
         best_bound=one.bound + (two.bound if one.proven else 0.0),
         gap=one.gap if not one.proven else two.gap,
         wall_seconds=time.perf_counter() - started,
-        variables=count_variables(problem),
+        variables=run.variables,
         moves=_moves(problem, p),
     )

@@ -15,7 +15,7 @@ from ortools.sat.python.cp_model import LinearExpr
 from llm_fabric.deploy.first_fit import StartPoint, option_cost
 
 if TYPE_CHECKING:
-    from llm_fabric.deploy.placement import NodeClass, PlacementProblem
+    from llm_fabric.deploy.placement_types import NodeClass, PlacementProblem
 
 Objective = tuple[list[cp_model.IntVar], list[int]]
 
@@ -40,11 +40,14 @@ def upper_bound(problem: PlacementProblem, d: int, o: int) -> int:
 def count_variables(problem: PlacementProblem) -> int:
     """The model's size without building it: counts, reserved counts, misses, reservations, moves."""
     n = 0
-    for d, demand in enumerate(problem.demands):
-        for o, opt in enumerate(demand.options):
-            if upper_bound(problem, d, o) > 0:
-                n += 1 + (demand.reserved.get(problem.classes[opt.node_class].owner or "", 0) > 0)
-        n += 1 + sum(1 for k in demand.reserved.values() if k > 0) + len(demand.base)
+    for demand in problem.demands:
+        want = demand.replicas if demand.replicas is not None else demand.max_replicas
+        reserved = {w for w, k in demand.reserved.items() if k > 0}
+        for opt in demand.options:
+            cls = problem.classes[opt.node_class]
+            if want > 0 and len(cls.nodes) * (cls.gpus_per_node // opt.gpus) > 0:  # upper_bound > 0
+                n += 2 if cls.owner in reserved else 1
+        n += 1 + len(reserved) + len(demand.base)
     return n
 
 

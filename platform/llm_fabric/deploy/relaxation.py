@@ -8,6 +8,7 @@ a fraction of a second where CP-SAT needs seconds of presolve before its own LP 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ from ortools.linear_solver import pywraplp
 from llm_fabric.deploy.first_fit import option_cost
 
 if TYPE_CHECKING:
-    from llm_fabric.deploy.placement import Demand, PlacementProblem
+    from llm_fabric.deploy.placement_types import Demand, PlacementProblem
 
 Terms = list[tuple[pywraplp.Variable, float]]
 
@@ -28,6 +29,8 @@ class Relaxation:
     first: Terms = field(default_factory=list)  # targets missed, replicas moved
     second: Terms = field(default_factory=list)  # GPU economy
     held: pywraplp.Constraint | None = None
+    time_limit: Callable[[], float] | None = None  # seconds left for each solve
+
 
     def _solve(self, terms: Terms) -> float | None:
         objective = self.solver.Objective()
@@ -35,6 +38,11 @@ class Relaxation:
         for x, w in terms:
             objective.SetCoefficient(x, w)
         objective.SetMinimization()
+        if self.time_limit is not None:
+            left = self.time_limit()
+            if left <= 0:
+                return None
+            self.solver.SetTimeLimit(int(left * 1000))
         if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
             return None
         return float(objective.Value())
