@@ -82,13 +82,14 @@ def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, 
     engine = start_engine(model, folder, engine_args=args, env=cpu_stand_in_env(command.env), port=port)
     console.print(f"vLLM pid {engine.pid} on {engine.base_url}; log {engine.log_path}")
     console.print("args: " + " ".join(args), markup=False)
+    # SIGTERM (a script stopping us) must stop vLLM too, during start-up as well: it runs in its own session
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         seconds = engine.wait_healthy(timeout)
         console.print(f"[green]healthy[/] after {seconds:.0f} s")
         if smoke:
             _smoke(engine.base_url, recipe.id)
             return
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         while engine.alive():
             time.sleep(1)
     except KeyboardInterrupt:
