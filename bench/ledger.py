@@ -2,8 +2,9 @@
 
 Generates N request records (Parquet, under /tmp, reused when present), then times in fresh
 subprocesses (so peak RSS is per run): the baseline `SELECT model, count(*), sum(...) GROUP BY
-model` over the same file, and the ledger's one-scan aggregation (three scans: sums and
-coarse histograms, per-minute peaks, exact percentiles inside the histogram buckets). Prints records/s, the median of --runs, peak RSS, and the ratio.
+model` over the same file, and the ledger's aggregation (three scans: sums and coarse
+histograms, per-minute peaks, exact percentiles inside the histogram buckets). Runs alternate
+baseline/ledger. Prints records/s, the median of --runs, peak RSS, and the ratio.
 
     .venv/bin/python bench/ledger.py --sizes 1000000 10000000 50000000 --runs 3
 """
