@@ -132,3 +132,14 @@ def load_public_keys(site_root: Path) -> dict[str, Ed25519PublicKey]:
         if isinstance(key, Ed25519PublicKey):
             keys[key_id(key)] = key
     return keys
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    """One PEM Ed25519 public key file (a copy of keys/*.pub given on a command line, say)."""
+    try:
+        key = serialization.load_pem_public_key(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path} is not a PEM public key: {exc}", hint="a PEM Ed25519 public key") from exc
+    if not isinstance(key, Ed25519PublicKey):
+        raise UsageError(f"{path} is not an Ed25519 public key", hint="the federation's keys are Ed25519")
+    return key
