@@ -39,9 +39,11 @@ class PlanContext:
     util: float
     facts: dict[str, ModelFacts | None] = field(default_factory=dict)
     sizings: dict[tuple[Hashable, str, int], Sizing] = field(default_factory=dict)
-    verdicts: dict[tuple[Hashable, Hashable], bool] = field(default_factory=dict)
-    profiles: dict[str, Hashable] = field(default_factory=dict)
-    options: dict[tuple[Hashable, Hashable], list[Option]] = field(default_factory=dict)
+    verdicts: dict[tuple[int, int], bool] = field(default_factory=dict)
+    profiles: dict[str, int] = field(default_factory=dict)
+    interned: dict[Hashable, int] = field(default_factory=dict)  # profiles and node views -> small numbers
+    views: dict[tuple[str, str | None], int] = field(default_factory=dict)  # (node, dedicated_for) -> view
+    options: dict[tuple[int, Hashable], list[Option]] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
 
     @classmethod
@@ -67,32 +69,43 @@ class PlanContext:
                 self.sizings[key] = size_on(dep, recipe, gpu, gpus_per_node, self.matrix, self.util)
         return self.sizings[key]
 
-    def profile(self, dep: Deployment) -> Hashable:
-        """Everything of a deployment that `node_refusals` decides on (not the name it says in messages):
-        deployments with one profile are refused by the same nodes, so eligibility is computed once per
-        profile and node view instead of once per deployment and node class."""
+    def profile(self, dep: Deployment) -> int:
+        """Everything of a deployment that `node_refusals` decides on (not the name it says in messages),
+        as a small number: deployments with one profile are refused by the same nodes, so eligibility is
+        computed once per profile and node view instead of once per deployment and node class."""
         if dep.name not in self.profiles:
             reserving = frozenset(o for o, s in self.shares.items() if dep.name in s.reserved_replicas)
-            self.profiles[dep.name] = (tuple(dep.placement.nodes), tuple(dep.placement.sites),
-                                       tuple(dep.placement.gpu_models), tuple(dep.data_classes), dep.dedicated_for,
-                                       self.facts.get(dep.name), reserving, dep.recipe in self.recipes)
+            key = (tuple(dep.placement.nodes), tuple(dep.placement.sites), tuple(dep.placement.gpu_models),
+                   tuple(dep.data_classes), dep.dedicated_for, self.facts.get(dep.name), reserving,
+                   dep.recipe in self.recipes)
+            self.profiles[dep.name] = self.interned.setdefault(key, len(self.interned))
         return self.profiles[dep.name]
 
-    def node_view(self, dep: Deployment, node: NodeManifest) -> Hashable:
-        """What of a node `node_refusals` decides on for `dep`: the owner only through `dedicated_for` or
-        an owner that lends nothing, the name only where a deployment pins nodes."""
-        share = self.shares.get(node.owner)
-        owner = node.owner if dep.dedicated_for or (share is not None and share.pool_limit == 0) else ""
-        return (node.status, node.site, node.tier, node.gpus.catalog_id, owner,
-                node.name if node.name in self.pinned else "")
+    def node_view(self, dep: Deployment, node: NodeManifest) -> int:
+        """What of a node `node_refusals` decides on for `dep`, as a small number: the owner only as
+        "is it the one `dedicated_for` names" or as an owner that lends nothing; the name only where a
+        deployment pins nodes."""
+        memo = (node.name, dep.dedicated_for)
+        if memo in self.views:
+            return self.views[memo]
+        if dep.dedicated_for:
+            owner: object = node.owner == dep.dedicated_for
+        else:
+            share = self.shares.get(node.owner)
+            owner = node.owner if share is not None and share.pool_limit == 0 else ""
+        key = (node.status, node.site, node.tier, node.gpus.catalog_id, owner,
+               node.name if node.name in self.pinned else "")
+        view = self.views[memo] = self.interned.setdefault(key, len(self.interned))
+        return view
 
     def eligible(self, dep: Deployment, node: NodeManifest) -> bool:
         key = (self.profile(dep), self.node_view(dep, node))
-        if key not in self.verdicts:
+        verdict = self.verdicts.get(key)
+        if verdict is None:
             share = self.shares.get(node.owner)
-            self.verdicts[key] = dep.recipe in self.recipes and not node_refusals(
+            verdict = self.verdicts[key] = dep.recipe in self.recipes and not node_refusals(
                 self.site, self.policies, dep, node, self.facts.get(dep.name), share)
-        return self.verdicts[key]
+        return verdict
 
     def refusals(self, dep: Deployment, node: NodeManifest) -> list[str]:
         """Why `dep` may not run on `node`, in words (computed only for the reports that show it)."""
