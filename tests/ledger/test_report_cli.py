@@ -27,6 +27,7 @@ def _keys(tmp_path: Path) -> tuple[Path, Path]:
     private, public = tmp_path / "report.key", tmp_path / "report.pub"
     private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                           serialization.NoEncryption()))
+    private.chmod(0o600)  # the federation's key loader refuses a private key others can read
     public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
     return private, public

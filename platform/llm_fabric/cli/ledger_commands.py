@@ -10,12 +10,20 @@ from types import FrameType
 from typing import Any
 
 import click
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import ValidationError
 from rich.console import Console
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import UsageError
-from llm_fabric.ledger.manifest import load_private_key, load_public_key, verify
+from llm_fabric.enrollment.signing import (
+    default_private_key_path,
+    key_id,
+    load_private_key,
+    load_public_key,
+    load_public_keys,
+)
+from llm_fabric.errors import PolicyRefusal, UsageError
+from llm_fabric.ledger.manifest import verify
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.publish import write_report
 from llm_fabric.ledger.report import ReportInputs, build_report
@@ -49,6 +57,35 @@ def _inputs(
     )
 
 
+def _signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519PrivateKey | None, str]:
+    """--sign-key, else the federation's key where `fabric init` put it (beside the repo, or $FABRIC_ENROLLMENT_KEY)."""
+    if sign_key is not None:
+        return load_private_key(sign_key), str(sign_key)
+    default = default_private_key_path(site_repo)
+    if default.is_file():
+        return load_private_key(default), f"the federation key {default}"
+    return None, f"no --sign-key given and no federation key at {default}"
+
+
+def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict[str, Ed25519PublicKey] | None, str]:
+    """Keys a report may be signed with: the site repo's keys/*.pub and/or one given file."""
+    if site_repo is None and public_key is None:
+        return None, ""
+    keys: dict[str, Ed25519PublicKey] = {}
+    sources = []
+    if site_repo is not None:
+        keys.update(load_public_keys(site_repo))
+        if not keys:
+            raise UsageError(f"{site_repo / 'keys'} holds no Ed25519 public key (*.pub)",
+                             hint="run `fabric keys init --site-repo DIR`, or give --public-key FILE")
+        sources.append(f"{site_repo / 'keys'}")
+    if public_key is not None:
+        key = load_public_key(public_key)
+        keys[key_id(key)] = key
+        sources.append(str(public_key))
+    return keys, " and ".join(sources)
+
+
 _common = [
     click.option("--site-repo", type=click.Path(file_okay=False, path_type=Path), help="The site repo (ledger.yaml)."),
     click.option("--prometheus", metavar="URL", help="Prometheus holding the engines' vLLM metrics."),
@@ -70,7 +107,8 @@ def _with_common(func: Any) -> Any:
 @_with_common
 @click.option("--month", metavar="YYYY-MM", help="The month to report (UTC).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Folder for the report files.")
-@click.option("--sign-key", type=_files, help="Ed25519 private key (PEM) that signs the manifest.")
+@click.option("--sign-key", type=_files,
+              help="Ed25519 private key (PEM, mode 0600) that signs the manifest; default: the federation key.")
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.pass_context
 def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str | None, requests: tuple[Path, ...],
@@ -81,8 +119,11 @@ def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str |
     \b
     Examples:
       fabric report --site-repo ./site --month 2026-11 --prometheus http://127.0.0.1:9090 \\
-          --requests requests.parquet --out report-2026-11 --sign-key report.key
-      fabric report verify report-2026-11 --public-key report.pub
+          --requests requests.parquet --out report-2026-11
+      fabric report verify report-2026-11 --site-repo ./site
+
+    Without --sign-key the manifest is signed with the federation's key (`fabric init` puts it
+    beside the site repo; $FABRIC_ENROLLMENT_KEY overrides), when that key exists.
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -93,7 +134,7 @@ def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str |
     assert site_repo is not None and month is not None and out is not None
     site = load_site(site_repo)
     inputs = _inputs(month, requests, requests_format, prometheus, plan)
-    key = load_private_key(sign_key) if sign_key else None
+    key, key_source = _signing_key(site_repo, sign_key)
     with err.status("building the report", spinner="dots") as status:
         report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
         status.update("writing files")
@@ -103,6 +144,10 @@ def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str |
         return
     books = report["books"]
     console.print(f"report for {month} in [bold]{out}[/]: {', '.join(files)}")
+    if key is not None:
+        console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
+    else:
+        console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
     console.print(
         f"price ledger {books['price_ledger']:,.2f} {books['currency']}, operations {books['operations_ledger']:,.2f}, "
         f"recovery {books['recovery'] if books['recovery'] is not None else 'n/a'}, "
@@ -117,26 +162,44 @@ def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str |
 
 @report_command.command("verify")
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--public-key", type=_files, help="Trusted Ed25519 public key (PEM) the report must be signed with.")
+@click.option("--site-repo", "trust_repo", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Trust the federation's public keys in DIR/keys/: the report must be signed by one of them.")
+@click.option("--public-key", type=_files, help="Trust this Ed25519 public key (PEM): the report must be signed by it.")
 @click.option("--require-signature", is_flag=True, help="Refuse an unsigned manifest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify_command(out: Path, public_key: Path | None, require_signature: bool, as_json: bool) -> None:
-    """Check a report folder against its manifest: exit 0 if intact, 3 if any byte changed.
+def verify_command(out: Path, trust_repo: Path | None, public_key: Path | None, require_signature: bool,
+                   as_json: bool) -> None:
+    """Check a report folder against its manifest and its signer: exit 0 if intact, 3 on any mismatch.
+
+    With --site-repo or --public-key the signer must be a trusted key (authenticity). With neither,
+    only integrity is checked: the signature is checked against the key inside the manifest, which
+    whoever edits the files can replace too; the output says so.
 
     \b
-    Example:
-      fabric report verify report-2026-11 --public-key report.pub
+    Examples:
+      fabric report verify report-2026-11 --site-repo ./site
+      fabric report verify report-2026-11 --public-key federation.pub --json
     """
-    result = verify(out, load_public_key(public_key) if public_key else None)
+    trusted, trusted_from = _trusted_keys(trust_repo, public_key)
+    result = verify(out, trusted)
     if require_signature and not result.signed:
-        from llm_fabric.errors import PolicyRefusal
-
-        raise PolicyRefusal(f"report {out} is intact but not signed", hint="re-run `fabric report` with --sign-key")
+        raise PolicyRefusal(f"report {out} is intact but not signed", hint="re-run `fabric report` with a signing key")
+    integrity_only = "integrity only: no trusted key given (--site-repo DIR or --public-key FILE), so the signer " \
+                     "is not checked; anyone who edits the files can re-sign them with a key of their own"
     if as_json:
-        print_json({"files": result.files, "signed": result.signed, "key_id": result.key_id, "ok": True})
+        print_json({"files": result.files, "signed": result.signed, "key_id": result.key_id, "ok": True,
+                    "authenticated": result.authenticated, "trusted_keys_from": trusted_from or None,
+                    "note": None if result.authenticated else integrity_only})
         return
-    how = f"signed by key {result.key_id}" if result.signed else "NOT signed (hashes only)"
+    if result.authenticated:
+        how = f"signed by key {result.key_id}, a trusted key (from {trusted_from})"
+    elif result.signed:
+        how = f"signed by key {result.key_id}, NOT checked against a trusted key"
+    else:
+        how = "NOT signed (hashes only)"
     console.print(f"[green]intact[/]: {out}: {result.files} files match the manifest, {how}", markup=True)
+    if not result.authenticated:
+        console.print(f"[yellow]note[/]: {integrity_only}", markup=True)
 
 
 @click.command("exporter")

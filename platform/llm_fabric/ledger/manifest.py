@@ -2,8 +2,13 @@
 
 `manifest.json` = {"version": 1, "files": {name: sha256}, "signature": {...} | null}. The signed
 bytes are the canonical JSON (sorted keys, no spaces) of the manifest without `signature`, so a
-changed byte in any file changes its hash, and a changed hash breaks the signature. The signature
-block carries the public key; `verify` trusts it only when it matches `--public-key`, if given.
+changed byte in any file changes its hash, and a changed hash breaks the signature.
+
+Keys are the federation's (llm_fabric.enrollment.signing: the same key files, loaders and key
+ids as node manifests). The signature block also carries the signer's public key, but a key
+found inside the thing being checked proves nothing about who made it: `verify` with trusted
+keys (the site repo's keys/, or a given public key) checks authenticity; without them it checks
+integrity only, and says so.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from llm_fabric.atomicio import write_atomic
+from llm_fabric.enrollment.signing import key_id
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 
 MANIFEST = "manifest.json"
@@ -39,33 +46,6 @@ def _canonical(body: dict[str, Any]) -> bytes:
 
 def _raw(key: Ed25519PublicKey) -> bytes:
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def key_id(key: Ed25519PublicKey) -> str:
-    return hashlib.sha256(_raw(key)).hexdigest()[:16]
-
-
-def load_private_key(path: Path) -> Ed25519PrivateKey:
-    try:
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
-        hint = "an unencrypted Ed25519 PEM (PKCS#8) key"
-        raise UsageError(f"cannot load the signing key {path}: {exc}", hint=hint) from exc
-    if not isinstance(key, Ed25519PrivateKey):
-        hint = "create one with `openssl genpkey -algorithm ed25519`"
-        raise UsageError(f"{path} is not an Ed25519 private key", hint=hint)
-    return key
-
-
-def load_public_key(path: Path) -> Ed25519PublicKey:
-    try:
-        data = path.read_bytes()
-        key = serialization.load_pem_public_key(data)
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot load the public key {path}: {exc}", hint="a PEM Ed25519 public key") from exc
-    if not isinstance(key, Ed25519PublicKey):
-        raise UsageError(f"{path} is not an Ed25519 public key")
-    return key
 
 
 def write_manifest(out: Path, names: list[str], key: Ed25519PrivateKey | None) -> dict[str, Any]:
@@ -89,6 +69,7 @@ class Verified:
     files: int
     signed: bool
     key_id: str | None
+    authenticated: bool  # the signer is one of the trusted keys, not merely the key the manifest names
 
 
 def _read_manifest(out: Path) -> dict[str, Any]:
@@ -104,27 +85,51 @@ def _read_manifest(out: Path) -> dict[str, Any]:
     return manifest
 
 
-def _check_signature(out: Path, manifest: dict[str, Any], trusted: Ed25519PublicKey | None) -> str | None:
+def _signer(where: Path, sig: dict[str, Any]) -> Ed25519PublicKey:
+    try:
+        public = Ed25519PublicKey.from_public_bytes(base64.b64decode(sig["public_key"], validate=True))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PolicyRefusal(f"the signature block of {where} is malformed", hint="the manifest was altered") from exc
+    if sig.get("key_id") != key_id(public):
+        raise PolicyRefusal(f"the signature block of {where} names key {sig.get('key_id')} but holds key "
+                            f"{key_id(public)}", hint="the manifest was altered")
+    return public
+
+
+def _check_signature(
+    out: Path, manifest: dict[str, Any], trusted: Mapping[str, Ed25519PublicKey] | None
+) -> str | None:
+    where = out / MANIFEST
     sig = manifest.get("signature")
     if sig is None:
         if trusted is not None:
-            raise PolicyRefusal(f"{out / MANIFEST} is not signed, but a public key was given")
+            raise PolicyRefusal(f"{where} is not signed, but trusted keys were given",
+                                hint="re-run `fabric report` with the federation key")
         return None
+    if not isinstance(sig, dict):
+        raise PolicyRefusal(f"the signature block of {where} is malformed", hint="the manifest was altered")
+    public = _signer(where, sig)
+    kid = key_id(public)
+    if trusted is not None:
+        if kid not in trusted:
+            known = ", ".join(sorted(trusted)) or "none"
+            raise PolicyRefusal(f"the report was signed by key {kid}, which is not a trusted key (trusted: {known})",
+                                hint="someone else signed it, or the federation's key changed")
+        public = trusted[kid]
+    body = {k: v for k, v in manifest.items() if k != "signature"}
     try:
-        public = Ed25519PublicKey.from_public_bytes(base64.b64decode(sig["public_key"]))
-        if trusted is not None and _raw(trusted) != _raw(public):
-            signer, want = key_id(public), key_id(trusted)
-            raise PolicyRefusal(f"the report was signed by key {signer}, not by the trusted key {want}")
-        body = {k: v for k, v in manifest.items() if k != "signature"}
-        public.verify(base64.b64decode(sig["value"]), _canonical(body))
+        public.verify(base64.b64decode(sig["value"], validate=True), _canonical(body))
     except (KeyError, TypeError, ValueError, InvalidSignature) as exc:
-        where = out / MANIFEST
         raise PolicyRefusal(f"the signature of {where} does not verify", hint="the manifest was altered") from exc
-    return key_id(public)
+    return kid
 
 
-def verify(out: Path, trusted: Ed25519PublicKey | None = None) -> Verified:
-    """Check every file's hash and the signature; PolicyRefusal (exit 3) naming what differs."""
+def verify(out: Path, trusted: Mapping[str, Ed25519PublicKey] | None = None) -> Verified:
+    """Check every file's hash and the signature; PolicyRefusal (exit 3) naming what differs.
+
+    `trusted` (key id -> key): the manifest must be signed by one of them. None: integrity only,
+    against the key the manifest carries (`Verified.authenticated` is then False).
+    """
     manifest = _read_manifest(out)
     problems: list[Problem] = []
     for name, digest in sorted(manifest["files"].items()):
@@ -140,4 +145,4 @@ def verify(out: Path, trusted: Ed25519PublicKey | None = None) -> Verified:
     if problems:
         raise PolicyRefusal(f"report {out} does not match its manifest", problems=problems)
     kid = _check_signature(out, manifest, trusted)
-    return Verified(len(manifest["files"]), kid is not None, kid)
+    return Verified(len(manifest["files"]), kid is not None, kid, kid is not None and trusted is not None)
