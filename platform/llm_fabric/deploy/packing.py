@@ -58,17 +58,25 @@ def _pack(nodes: tuple[str, ...], gpus_per_node: int, requests: list[Request], k
             seats[req.key] = Seat(req.base_node or "", block)
         else:
             rest.append(req)
+    # per size, the first node that may still hold an aligned block of it: GPUs are only ever taken, and a
+    # node without a free aligned block of t GPUs has none of 2t, so the scan never looks back
+    cursor: dict[int, int] = {}
     for req in rest:  # still largest first: `sorted` above is stable
-        order = [req.base_node] if keep_base and req.base_node in free else []
         seat = None
-        for node in [*order, *nodes]:
-            if node is None:
-                continue
-            found = _aligned_block(free[node], req.gpus)
+        if keep_base and req.base_node is not None and req.base_node in free:
+            found = _aligned_block(free[req.base_node], req.gpus)
             if found is not None:
-                _take(free[node], found)
-                seat = Seat(node, found)
-                break
+                _take(free[req.base_node], found)
+                seat = Seat(req.base_node, found)
+        i = cursor.get(req.gpus, 0)
+        while seat is None and i < len(nodes):
+            found = _aligned_block(free[nodes[i]], req.gpus)
+            if found is not None:
+                _take(free[nodes[i]], found)
+                seat = Seat(nodes[i], found)
+            else:
+                i += 1
+        cursor[req.gpus] = i
         if seat is None:
             return None
         seats[req.key] = seat

@@ -277,15 +277,19 @@ def decode(ctx: PlanContext, problem: PlacementProblem, sol: PlacementSolution, 
         seats.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
     index = _index_replicas(seats, base)
     out: list[ReplicaPlacement] = []
+    engines: dict[tuple[str, str, int, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
     for key, seat in seats.items():
         dep = ctx.site.deployments[key[0]]
         node = ctx.site.nodes[seat.node]
         tp = len(seat.gpu_indices)
         sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count)
         owner = dedicated[key]
-        lend = ctx.shares[owner].lend_surplus if owner in ctx.shares else False
-        args, env = engine_for(ctx.recipes[dep.recipe], dep, ctx.catalog.get(node.gpus.catalog_id), tp,
-                               sizing.quantization, ctx.util, priority=owner is not None and lend)
+        priority = owner is not None and (ctx.shares[owner].lend_surplus if owner in ctx.shares else False)
+        shape = (dep.name, node.gpus.catalog_id, tp, priority)
+        if shape not in engines:
+            engines[shape] = engine_for(ctx.recipes[dep.recipe], dep, ctx.catalog.get(node.gpus.catalog_id), tp,
+                                        sizing.quantization, ctx.util, priority=priority)
+        args, env = list(engines[shape][0]), dict(engines[shape][1])
         out.append(ReplicaPlacement(
             deployment=dep.name, index=index[key], node=node.name, site=node.site, owner=node.owner,
             gpu_indices=list(seat.gpu_indices), gpu_model=node.gpus.catalog_id, tensor_parallel_size=tp,

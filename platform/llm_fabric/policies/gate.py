@@ -124,12 +124,14 @@ def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, Mode
         if dep.replicas == 0:
             continue
         reasons: dict[str, list[str]] = {}
-        for node_name, node in sorted(site.nodes.items()):
+        # a dedicated deployment's owner's nodes first: at 10,000 nodes the scan stops after a few, not thousands
+        for node_name, node in sorted(site.nodes.items(), key=lambda kv: (kv[1].owner != dep.dedicated_for, kv[0])):
             refusals = node_refusals(site, policies, dep, node, facts.get(name), shares.get(node.owner))
             if not refusals:
                 break
             reasons[node_name] = refusals
         else:
+            reasons = dict(sorted(reasons.items()))
             detail = "; ".join(f"{n}: {' and '.join(r)}" for n, r in reasons.items()) or "the federation has no nodes"
             out.append(_violation(site, "deployments", name, ("data_classes",), rule="placement.no-eligible-node",
                                   objects=[f"deployment/{name}", *(f"node/{n}" for n in reasons)],
