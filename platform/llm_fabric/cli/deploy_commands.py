@@ -12,8 +12,8 @@ from llm_fabric.deploy.crd_validation import CheckReport, CrdSchemas, check_mani
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.provision import find_node, provision_node
 from llm_fabric.deploy.render import render_stacks
-from llm_fabric.enrollment.facts import Target
 from llm_fabric.errors import EXIT_POLICY, UsageError
+from llm_fabric.playbook_runner import Target
 from llm_fabric.site.loader import load_site
 
 

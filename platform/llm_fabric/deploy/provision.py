@@ -7,52 +7,21 @@ exactly as the site repo describes it: its labels and taints, its architecture's
 
 from __future__ import annotations
 
-import shutil
-import sys
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-import ansible_runner
-
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.options import StackOptions
-from llm_fabric.distribution import data_path
 from llm_fabric.documents import suggest
 from llm_fabric.enrollment.catalog import load_gpu_catalog
-from llm_fabric.enrollment.facts import Target, _envvars
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.kernels.matrix import load_kernel_matrix
+from llm_fabric.playbook_runner import PlaybookResult, Target, control_machine, run_playbook
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import NodeManifest
 
 Mode = Literal["full", "files"]
-
-
-@dataclass
-class PlaybookResult:
-    playbook: str
-    status: str
-    stats: dict[str, dict[str, int]] = field(default_factory=dict)  # host -> ok/changed/failures/...
-    failures: list[str] = field(default_factory=list)
-
-    @property
-    def changed(self) -> int:
-        return sum(s.get("changed", 0) for s in self.stats.values())
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status == "successful" and not self.failures
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "playbook": self.playbook,
-            "status": self.status,
-            "changed": self.changed,
-            "stats": self.stats,
-            "failures": self.failures,
-        }
 
 
 def find_node(site: SiteRepo, name: str) -> NodeManifest:
@@ -97,47 +66,6 @@ def provision_vars(node: NodeManifest, options: StackOptions, mode: Mode) -> dic
     }
 
 
-def run_playbook(
-    playbook: str, hosts: dict[str, dict[str, object]], extravars: dict[str, Any], *, check: bool = False
-) -> PlaybookResult:
-    work = Path(tempfile.mkdtemp(prefix="fabric-provision-"))
-    failures: list[str] = []
-    stats: dict[str, Any] = {}
-
-    def on_event(event: dict[str, Any]) -> bool:
-        data = event.get("event_data", {})
-        if event.get("event") == "playbook_on_stats":
-            stats.update(data)
-        if event.get("event") in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
-            res = data.get("res", {})
-            # a failed command's own words (kubectl's "context does not exist") say more than "non-zero return code"
-            said = str(res.get("stderr") or "").strip().splitlines()[-1:] or [str(res.get("msg", "")).strip()]
-            failures.append(f"{data.get('host')}: {data.get('task')}: {said[0]}")
-        return False
-
-    try:
-        runner = ansible_runner.run(
-            private_data_dir=str(work),
-            playbook=str(data_path("playbooks", playbook)),
-            inventory={"all": {"hosts": hosts}},
-            # pipelining: one SSH round trip per module instead of three
-            envvars=_envvars(work) | {"ANSIBLE_PIPELINING": "True"},
-            extravars=extravars,
-            cmdline="--check --diff" if check else None,
-            quiet=True,
-            event_handler=on_event,
-            rotate_artifacts=1,
-        )
-        status = str(runner.status)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    per_host: dict[str, dict[str, int]] = {}
-    for key in ("ok", "changed", "failures", "dark", "skipped"):
-        for host, count in (stats.get(key) or {}).items():
-            per_host.setdefault(host, {})[key] = int(count)
-    return PlaybookResult(playbook, status, per_host, failures)
-
-
 def provision_node(
     site: SiteRepo,
     name: str,
@@ -150,7 +78,11 @@ def provision_node(
 ) -> PlaybookResult:
     node = find_node(site, name)
     extravars = provision_vars(node, options, mode) | (overrides or {})
-    return run_playbook("provision.yml", {node.name: target.inventory_vars()}, extravars, check=check)
+    # pipelining: one SSH round trip per module instead of three
+    pipelining = {"ANSIBLE_PIPELINING": "True"}
+    return run_playbook(
+        "provision.yml", [target_named(target, node.name)], extravars=extravars, env=pipelining, check=check
+    )
 
 
 def drain_node(
@@ -172,6 +104,10 @@ def drain_node(
         extravars["drain_timeout"] = timeout
     if manifest is not None:
         extravars["drain_manifest"] = str(manifest)
-    # drain runs on the control machine: its own Python runs the modules
-    control: dict[str, object] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    return run_playbook("drain.yml", {"localhost": control}, extravars)
+    # drain runs on the control machine, with its kubectl and kubeconfig
+    return run_playbook("drain.yml", {"localhost": control_machine()}, extravars=extravars)
+
+
+def target_named(target: Target, name: str) -> Target:
+    """The target under the node's name, so that the play's host is the node (its stats, its `inventory_hostname`)."""
+    return target if target.name == name else replace(target, name=name)

@@ -17,11 +17,12 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from llm_fabric.deploy.provision import PlaybookResult, drain_node
+from llm_fabric.deploy.provision import drain_node
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.registry import Registration, node_path, retire
 from llm_fabric.enrollment.signing import load_public_keys, verify_manifest
 from llm_fabric.errors import PolicyRefusal, UsageError
+from llm_fabric.playbook_runner import PlaybookResult
 from llm_fabric.site.loader import FABRIC_FILE
 from llm_fabric.site.models import FabricConfig, NodeManifest
 
