@@ -120,12 +120,15 @@ def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, Mode
     """Each deployment needs at least one node that policy allows; pins must respect sovereignty."""
     out: list[Violation] = []
     shares = owner_shares(site, policies)
+    by_name = sorted(site.nodes.items())
     for name, dep in sorted(site.deployments.items()):
         if dep.replicas == 0:
             continue
         reasons: dict[str, list[str]] = {}
         # a dedicated deployment's owner's nodes first: at 10,000 nodes the scan stops after a few, not thousands
-        for node_name, node in sorted(site.nodes.items(), key=lambda kv: (kv[1].owner != dep.dedicated_for, kv[0])):
+        mine = [kv for kv in by_name if kv[1].owner == dep.dedicated_for] if dep.dedicated_for else []
+        order = [*mine, *by_name] if mine else by_name  # the owner's nodes again in `by_name`: refused or unseen
+        for node_name, node in order:
             refusals = node_refusals(site, policies, dep, node, facts.get(name), shares.get(node.owner))
             if not refusals:
                 break
