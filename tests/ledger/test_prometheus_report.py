@@ -26,15 +26,25 @@ def _by_model(report: dict[str, object], key: str) -> dict[str, int]:
     return {row["name"]: row[key] for row in report["usage_by_model"]}  # type: ignore[index, union-attr]
 
 
+def _query_until(prom: PrometheusServer, expr: str, at: float, want: float, timeout: float = 30.0) -> None:
+    """Poll an instant query evaluated at `at` (not at the wall clock) until it returns `want`."""
+    deadline = time.monotonic() + timeout
+    result: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        result = prom.query(expr, at=at)
+        if result and float(result[0]["value"][1]) == want:  # type: ignore[index]
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"`{expr}` at {at} did not reach {want} within {timeout}s; last {result}\n{prom.log_tail()}")
+
+
 def test_live_replay_totals_match_the_records(
     prometheus_factory: Callable[..., PrometheusServer], site_repo: Path, tmp_path: Path
 ) -> None:
-    now = datetime.now(UTC)
-    month = Month(now.year, now.month)
-    if now - month.start < timedelta(hours=2):
-        pytest.skip("the month began less than two hours ago: no room for replayed traffic")
+    # A fixed month, whatever the wall clock says: the replay stamps its samples 01:00, 01:01, ...
+    # on the month's first day, Prometheus scrapes them live, and the report's `now` is injected.
+    month = Month.parse("2026-10")
     records = tmp_path / "requests.jsonl"
-    # 600 requests in the first hour of the current month: the live scrape happens now, inside the month
     models = sorted(PROFILES)
     records.write_text("".join(
         json.dumps({"ts": f"{month.start + timedelta(seconds=5 * i):%Y-%m-%dT%H:%M:%SZ}", "model": models[i % 3],
@@ -44,17 +54,22 @@ def test_live_replay_totals_match_the_records(
     ))
     site = load_site(site_repo)
     t0, t1 = month.start.timestamp(), month.end.timestamp()
+    steps, first, step_s = 20, t0 + 3600, 60.0
     port = free_port()
-    replay = ReplayServer(load_series(site, [records], t0, t1, 20), 20, 1.0, port).start()
+    replay = ReplayServer(load_series(site, [records], t0, t1, steps), steps, 1.0, port,
+                          sample_times=(first, step_s)).start()
+    # the scrape's own `up` series is written at the real time: older samples need the out-of-order window
+    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+              "scrape_configs": [scrape_job("vllm", [f"127.0.0.1:{port}"])],
+              "storage": {"tsdb": {"out_of_order_time_window": "3650d"}}}
+    now = month.end + timedelta(days=3)
     try:
-        prom = prometheus_factory(scrape_configs=[scrape_job("vllm", [f"127.0.0.1:{port}"])])
-        from_records = build_report(site, ReportInputs(month, [records]))
+        prom = prometheus_factory(config=config)
+        from_records = build_report(site, ReportInputs(month, [records], now=now))
         want = _by_model(from_records, "input_tokens")
-        prom.wait_for("sum(vllm:prompt_tokens_total)", timeout=30,
-                      predicate=lambda r: bool(r) and float(r[0]["value"][1]) == sum(want.values()))
-        time.sleep(1.5)  # one more scrape after the last step, so the totals are not the newest sample only
-        engine_only = build_report(site, ReportInputs(month, [], prometheus_url=prom.url))
-        both = build_report(site, ReportInputs(month, [records], prometheus_url=prom.url))
+        _query_until(prom, "sum(vllm:prompt_tokens_total)", first + steps * step_s + 30, sum(want.values()))
+        engine_only = build_report(site, ReportInputs(month, [], prometheus_url=prom.url, now=now))
+        both = build_report(site, ReportInputs(month, [records], prometheus_url=prom.url, now=now))
     finally:
         replay.stop()
     assert _by_model(engine_only, "input_tokens") == want
@@ -66,6 +81,10 @@ def test_live_replay_totals_match_the_records(
     owners = {c["owner"]: c["served_on_hardware"] for c in both["contributors"]}
     served = sum(v["input_tokens"] for v in owners.values() if v)
     assert served == sum(want.values())  # every replayed series carries its node's owner
+    # the engine saw only the first day: the report says so instead of filling the rest
+    for model in want:
+        assert f"Prometheus: `{model}` has no engine samples on 2026-10-02..31" in both["data_gaps"]
+    assert not any("not over" in g for g in both["data_gaps"])
 
 
 def test_backfilled_month_states_missing_days(

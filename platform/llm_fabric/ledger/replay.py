@@ -151,19 +151,31 @@ def openmetrics_history(series: dict[str, Series], t0: float, t1: float, steps: 
     return "\n".join(lines) + "\n# EOF\n"
 
 
-class ReplayServer:
-    """Serves the replay on 127.0.0.1; the timeline starts at the first scrape and lasts `duration` s."""
+OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
-    def __init__(self, series: dict[str, Series], steps: int, duration: float, port: int, address: str = "127.0.0.1"):
+
+class ReplayServer:
+    """Serves the replay on 127.0.0.1; the timeline starts at the first scrape and lasts `duration` s.
+
+    With `sample_times=(first, step_s)` every sample carries its own timestamp, `first + position x
+    step_s` (OpenMetrics), instead of the scrape's: a live scrape whose data lands at a chosen time,
+    so a test's month does not depend on the wall clock (Prometheus needs an out-of-order window
+    reaching back that far, since its own `up` series is written at the real time).
+    """
+
+    def __init__(self, series: dict[str, Series], steps: int, duration: float, port: int, address: str = "127.0.0.1",
+                 *, sample_times: tuple[float, float] | None = None):
         self.series, self.steps, self.duration = series, steps, duration
+        self.sample_times = sample_times
         self.started: float | None = None
         replay = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                body = ("\n".join(exposition(replay.series, replay.position())) + "\n").encode()
+                text, content_type = replay.body()
+                body = text.encode()
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -173,6 +185,15 @@ class ReplayServer:
 
         self.httpd = ThreadingHTTPServer((address, port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def body(self) -> tuple[str, str]:
+        """The /metrics text at the current position, and its content type."""
+        upto = self.position()
+        if self.sample_times is None:
+            return "\n".join(exposition(self.series, upto)) + "\n", "text/plain; version=0.0.4"
+        first, step_s = self.sample_times
+        lines = exposition(self.series, upto, timestamp=first + upto * step_s)
+        return "\n".join(lines) + "\n# EOF\n", OPENMETRICS
 
     def position(self) -> int:
         now = time.monotonic()
