@@ -91,15 +91,31 @@ def _order(problem: PlacementProblem) -> list[int]:
     return sorted(range(len(problem.demands)), key=tightness)
 
 
-def _preference(demand: Demand) -> list[int]:
-    """Options, cheapest first (per replica, or per session for targets); base classes before all others."""
-    def key(o: int) -> tuple[int, float, int]:
+def _preference(demand: Demand, guide: dict[int, float]) -> list[int]:
+    """Options: the LP's first (larger fraction first), then cheapest first (per replica, or per session for
+    targets); base classes before all others."""
+    per_replica = demand.replicas is not None
+
+    def key(o: int) -> tuple[bool, bool, float, float, int]:
         opt = demand.options[o]
-        cost = option_cost(opt.gpus, opt.quality)
-        per = cost if demand.replicas is not None else cost / max(1, opt.capacity)
-        return (0 if opt.node_class in demand.base else 1, per, o)
+        cost = W_GPU * opt.gpus + QUALITY_MAX - min(QUALITY_MAX, max(0, opt.quality))
+        per = cost if per_replica else cost / max(1, opt.capacity)
+        x = guide.get(o)
+        return (opt.node_class not in demand.base, x is None, -(x % 1) if x is not None else 0.0, per, o)
 
     return sorted(range(len(demand.options)), key=key)
+
+
+class _Lenders(dict[int, str | None]):
+    """The owner whose pool limit a replica of each option draws on, looked up when first needed."""
+
+    def __init__(self, problem: PlacementProblem, demand: Demand) -> None:
+        super().__init__()
+        self.problem, self.demand = problem, demand
+
+    def __missing__(self, o: int) -> str | None:
+        self[o] = _lender(self.problem, self.demand, self.demand.options[o].node_class)
+        return self[o]
 
 
 @dataclass
@@ -131,16 +147,14 @@ class _Filling:
 
 
 def _filling(problem: PlacementProblem, demand: Demand, guide: dict[int, float]) -> _Filling:
-    prefs = _preference(demand)
     # passes: keep what the base plan had; the LP's counts rounded down, then up; then whatever fits
-    keep = {o: demand.base[demand.options[o].node_class] for o in prefs if demand.options[o].node_class in demand.base}
+    keep = {o: demand.base[opt.node_class] for o, opt in enumerate(demand.options) if opt.node_class in demand.base}
     floor = {o: math.floor(x + 1e-6) for o, x in guide.items() if x >= 1 - 1e-6}
     ceil = {o: math.ceil(x - 1e-6) for o, x in guide.items()}
-    # the LP's options first, the larger fraction first (it is rounded up first); cost order among equals
-    prefs = sorted(prefs, key=lambda o: (o not in guide, -(guide.get(o, 0.0) % 1)))
-    lender = {o: _lender(problem, demand, demand.options[o].node_class) for o in prefs}
+    # the LP's options first, the larger fraction first (it is rounded up first); then by cost
+    prefs = _preference(demand, guide)
     passes: list[dict[int, int] | None] = [keep, floor, ceil, None]
-    return _Filling(demand, prefs, passes, lender)
+    return _Filling(demand, prefs, passes, _Lenders(problem, demand))
 
 
 def _put(f: _Filling, o: int, room: _Room, pool: bool) -> bool:

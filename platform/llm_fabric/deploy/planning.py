@@ -43,6 +43,8 @@ class PlanContext:
     profiles: dict[str, int] = field(default_factory=dict)
     interned: dict[Hashable, int] = field(default_factory=dict)  # profiles and node views -> small numbers
     views: dict[tuple[str, str | None], int] = field(default_factory=dict)  # (node, dedicated_for) -> view
+    profile_slot: dict[int, int] = field(default_factory=dict)  # profile -> its place in `class_verdicts`
+    class_verdicts: list[tuple[bool, ...]] = field(default_factory=list)  # per node class, per profile
     options: dict[tuple[int, Hashable], list[Option]] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
 
@@ -147,13 +149,16 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
                node.owner if node.owner in owners else "", name if name in ctx.pinned else "")
         groups.setdefault(key, []).append(node)
     profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
-    merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest]]] = {}
+    ctx.profile_slot = {p: i for i, p in enumerate(profiles)}
+    merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest], tuple[bool, ...]]] = {}
     for key, nodes in sorted(groups.items()):
         verdicts = tuple(ctx.eligible(dep, nodes[0]) for dep in profiles.values())
-        merged.setdefault((key[0], key[1], key[4], key[5], verdicts), (key, []))[1].extend(nodes)
+        merged.setdefault((key[0], key[1], key[4], key[5], verdicts), (key, [], verdicts))[1].extend(nodes)
     classes: list[NodeClass] = []
     reps: list[NodeManifest] = []
-    for key, nodes in sorted(merged.values(), key=lambda kv: kv[0]):
+    ctx.class_verdicts = []
+    for key, nodes, verdicts in sorted(merged.values(), key=lambda kv: kv[0]):
+        ctx.class_verdicts.append(verdicts)
         nodes.sort(key=lambda n: n.name)
         rep = nodes[0]
         classes.append(NodeClass("/".join(k for k in key if k), tuple(n.name for n in nodes), rep.gpus.count,
@@ -166,10 +171,11 @@ def _options(ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: 
              info: DemandInfo) -> list[Option]:
     key = (ctx.profile(dep), _sizing_key(dep))
     options = ctx.options.get(key)
+    slot = ctx.profile_slot.get(key[0])
     if options is None:  # deployments alike for policy and sizing have the same options
         sized: list[tuple[int, Sizing]] = []
         for c, rep in enumerate(reps):
-            if ctx.eligible(dep, rep):
+            if ctx.class_verdicts[c][slot] if slot is not None else ctx.eligible(dep, rep):
                 s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
                 if s.ok:
                     sized.append((c, s))
