@@ -98,6 +98,27 @@ def stream_texts(codec: Codec, ids: list[int], skip_special: bool) -> list[str]:
     return out
 
 
+def stream(parser: Any, request: Any, ids: list[int], deltas: list[str], prompt_ids: list[int],
+           step: int) -> dict[str, Any]:
+    """`parse_delta` over the output, `step` tokens per delta (several with speculative decoding or
+    --stream-interval); the deltas assembled as a client would."""
+    streamed: dict[str, Any] = {"reasoning": "", "content": "", "tool_calls": {}}
+    for start in range(0, len(ids), step):
+        delta = parser.parse_delta("".join(deltas[start:start + step]), ids[start:start + step], request,
+                                   prompt_token_ids=prompt_ids, finished=start + step >= len(ids))
+        if delta is None:
+            continue
+        streamed["reasoning"] += delta.reasoning or ""
+        streamed["content"] += delta.content or ""
+        for call in delta.tool_calls or []:
+            slot = streamed["tool_calls"].setdefault(call.index, {"name": "", "arguments": ""})
+            if call.function is not None:
+                slot["name"] += call.function.name or ""
+                slot["arguments"] += call.function.arguments or ""
+    streamed["tool_calls"] = [streamed["tool_calls"][i] for i in sorted(streamed["tool_calls"])]
+    return streamed
+
+
 def _calls(calls: Any) -> list[dict[str, Any]]:
     return [{"name": c.name, "arguments": c.arguments} for c in calls or []]
 
@@ -117,23 +138,10 @@ def run_case(parser_cls: Any, tokenizer: Any, family: dict[str, Any], case: dict
     reasoning, content, calls = parser.parse(text, request, enable_auto_tools=True, model_output_token_ids=ids)
     nonstream = {"reasoning": reasoning, "content": content, "tool_calls": _calls(calls)}
 
-    parser = parser_cls(tokenizer, request.tools, chat_template_kwargs=chat_kwargs)
-    streamed: dict[str, Any] = {"reasoning": "", "content": "", "tool_calls": {}}
     deltas = stream_texts(codec, ids, skip)
-    for position, (token_id, delta_text) in enumerate(zip(ids, deltas, strict=True)):
-        delta = parser.parse_delta(delta_text, [token_id], request, prompt_token_ids=prompt_ids,
-                                   finished=position == len(ids) - 1)
-        if delta is None:
-            continue
-        streamed["reasoning"] += delta.reasoning or ""
-        streamed["content"] += delta.content or ""
-        for call in delta.tool_calls or []:
-            slot = streamed["tool_calls"].setdefault(call.index, {"name": "", "arguments": ""})
-            if call.function is not None:
-                slot["name"] += call.function.name or ""
-                slot["arguments"] += call.function.arguments or ""
-    streamed["tool_calls"] = [streamed["tool_calls"][i] for i in sorted(streamed["tool_calls"])]
-    return {"nonstream": nonstream, "stream": streamed, "tokens": len(ids),
+    streams = {mode: stream(parser_cls(tokenizer, request.tools, chat_template_kwargs=chat_kwargs), request, ids,
+                            deltas, prompt_ids, step) for mode, step in (("stream", 1), ("stream_chunked", 5))}
+    return {"nonstream": nonstream, **streams, "tokens": len(ids),
             "markers_in_text": [m for m in family["markers"] if m in text]}
 
 
