@@ -196,18 +196,19 @@ def _cover(f: _Filling, room: _Room) -> None:
     rest = (f.demand.sessions or 0) - f.held()
     if rest <= 0:
         return
-    best: tuple[int, int, int] | None = None
+    room_left = f.want - f.placed
+    candidates = []
     for o in f.prefs:
         opt = f.demand.options[o]
         n = -(-rest // max(1, opt.capacity))
-        if sum(f.counts.values()) + n > f.want or not room.fits_many(opt.node_class, opt.gpus, n, f.lender[o]):
-            continue
-        cost = n * option_cost(opt.gpus, opt.quality)
-        if best is None or cost < best[0]:
-            best = (cost, o, n)
-    if best is not None:
-        for _ in range(best[2]):
-            _put(f, best[1], room, pool=True)
+        if n <= room_left:
+            candidates.append((n * option_cost(opt.gpus, opt.quality), o, n))
+    for _, o, n in sorted(candidates):  # the cheapest that fits: capacity checks only until then
+        opt = f.demand.options[o]
+        if room.fits_many(opt.node_class, opt.gpus, n, f.lender[o]):
+            for _ in range(n):
+                _put(f, o, room, pool=True)
+            return
 
 
 def first_fit(problem: PlacementProblem, guide: list[dict[int, float]] | None = None) -> StartPoint:

@@ -319,11 +319,14 @@ def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float |
     problem = PlacementProblem(classes, demands, pool_limits)
     sol = solve(problem, time_limit_s=time_limit_s or _time_limit(), workers=2)
     replicas = decode(ctx, problem, sol, base)
+    by_dep: dict[str, list[ReplicaPlacement]] = {}
+    for r in replicas:
+        by_dep.setdefault(r.deployment, []).append(r)
     return Plan(
         federation=site.config.federation.name,
         replicas=replicas,
-        deployments={dep.name: deployment_capacity(ctx.recipes[dep.recipe], dep, demand, ctx.policies, replicas,
-                                                   ctx.catalog, ctx.util)
+        deployments={dep.name: deployment_capacity(ctx.recipes[dep.recipe], dep, demand, ctx.policies,
+                                                   by_dep.get(dep.name, []), ctx.catalog, ctx.util)
                      for dep, demand in zip(deps, demands, strict=True) if dep.recipe in ctx.recipes},
         shortfalls=shortfalls_of(problem, sol, infos, replicas),
         owners=owner_allocations(site, ctx.shares, replicas),
