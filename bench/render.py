@@ -2,8 +2,10 @@
 
 Replicas are spread over synthetic nodes (8 GPUs each, 1 replica per GPU pair) added to the
 reference site; each run builds all three stacks and writes them to a fresh folder.
+`--baseline` measures the writer as it was before batching: `write_atomic` (two fsyncs) per file and
+PyYAML's stock CSafeDumper representer, on the same machine at the same time.
 
-    .venv/bin/python bench/render.py [--runs 5]
+    .venv/bin/python bench/render.py [--runs 5] [--baseline]
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.deploy import render
 from llm_fabric.deploy.build import load_inputs
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.plan import Plan, ReplicaPlacement, SolverReport
@@ -56,10 +62,38 @@ def synthetic(replicas: int) -> tuple[object, Plan]:
     return replace(site, nodes=nodes), Plan(federation="cerit-sc", replicas=placements, solver=solver)
 
 
+class _PerFileWrites:
+    """The writer before batching: every file synced and renamed on its own."""
+
+    def __enter__(self) -> _PerFileWrites:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def write(self, path: Path, data: str, *, mode: int | None = None) -> None:
+        write_atomic(path, data, mode=mode)
+
+
+class _StockDumper(yaml.CSafeDumper):
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def use_baseline() -> None:
+    render.AtomicBatch = _PerFileWrites  # type: ignore[misc, assignment]
+    render.dump_yaml = lambda data: yaml.dump(  # type: ignore[assignment]
+        data, Dumper=_StockDumper, sort_keys=False, default_flow_style=False, width=1 << 16
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", action="store_true", help="per-file fsync and the stock dumper")
     args = parser.parse_args()
+    if args.baseline:
+        use_baseline()
     for count in (100, 1000):
         site, plan = synthetic(count)
         times = []

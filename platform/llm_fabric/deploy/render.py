@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from llm_fabric import __version__
-from llm_fabric.atomicio import write_atomic
+from llm_fabric.atomicio import AtomicBatch
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
 from llm_fabric.deploy.manifests import Bundle, Manifest, all_objects, file_name
 from llm_fabric.distribution import data_path
@@ -45,11 +45,43 @@ class RenderResult:
         }
 
 
-class _PlainDumper(yaml.CSafeDumper):
-    """No `&id001` anchors: a reviewer (and kustomize) reads every object in full."""
+_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # the C emitter where built
+_STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+_RESOLVED: dict[tuple[str, tuple[bool, bool]], str] = {}  # (scalar, implicit) -> tag; bounded below
+
+
+class _PlainDumper(_Dumper):  # type: ignore[valid-type, misc]
+    """No `&id001` anchors: a reviewer (and kustomize) reads every object in full.
+
+    Faster than SafeDumper for the plain dicts, lists and strings of manifests, with the same output:
+    the emitter asks the resolver twice about every scalar (regular expressions, in Python), and keys
+    and label values repeat across a thousand objects, so the answers are cached; strings, dicts and
+    lists become nodes without the representer's per-type dispatch.
+    """
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+    def represent_data(self, data: Any) -> yaml.Node:
+        kind = type(data)
+        if kind is str:
+            return yaml.ScalarNode(_STR, data)
+        if kind is dict:
+            pairs = [(self.represent_data(k), self.represent_data(v)) for k, v in data.items()]
+            return yaml.MappingNode(_MAP, pairs, flow_style=False)
+        if kind is list:
+            return yaml.SequenceNode(_SEQ, [self.represent_data(item) for item in data], flow_style=False)
+        node: yaml.Node = super().represent_data(data)
+        return node
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        key = (value, implicit) if kind is yaml.ScalarNode and type(value) is str and type(implicit) is tuple else None
+        tag = _RESOLVED.get(key) if key is not None else None
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if key is not None and len(_RESOLVED) < 1 << 16:
+                _RESOLVED[key] = tag
+        return tag
 
 
 def dump_yaml(data: Any) -> str:
@@ -67,12 +99,17 @@ def render_stacks(
     site_dir = out / inputs.site_id
     result = RenderResult(out=out, site=inputs.site_id)
     built = {stack: build_stack(stack, inputs) for stack in stacks}
-    for stack, bundles in built.items():
-        _write_stack(site_dir / stack, bundles, result)
-        result.objects[stack] = len(all_objects(bundles))
-    _write(site_dir / KUSTOMIZATION, dump_yaml(kustomization(list(stacks))), result)
-    if operator_repo is not None:
-        _write_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result)
+    # every file is replaced atomically, with two syncs for the whole tree (not two per file)
+    with AtomicBatch() as batch:
+        for stack, bundles in built.items():
+            _write_stack(site_dir / stack, bundles, result, batch)
+            result.objects[stack] = len(all_objects(bundles))
+        _write(site_dir / KUSTOMIZATION, dump_yaml(kustomization(list(stacks))), result, batch)
+        if operator_repo is not None:
+            _write_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, batch)
+    # stale files go only once the kustomizations that no longer list them are in place
+    for stale in result.removed:
+        stale.unlink(missing_ok=True)
     return result
 
 
@@ -80,32 +117,35 @@ def kustomization(resources: list[str]) -> dict[str, Any]:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}
 
 
-def _write(path: Path, text: str, result: RenderResult) -> None:
+def _write(path: Path, text: str, result: RenderResult, batch: AtomicBatch) -> None:
     # an unchanged file is left alone, so a re-render leaves git and the controller quiet
     if not (path.is_file() and path.read_text(encoding="utf-8") == text):
-        write_atomic(path, text)
+        batch.write(path, text)
     result.files.append(path)
 
 
-def _write_stack(folder: Path, bundles: list[Bundle], result: RenderResult) -> None:
+def _write_stack(folder: Path, bundles: list[Bundle], result: RenderResult, batch: AtomicBatch) -> None:
     names: list[str] = []
     for obj in all_objects(bundles):
         name = file_name(obj)
         if name in names:
             raise UsageError(f"two resources would be written to {folder / name}", hint="rename one of them")
         names.append(name)
-        _write(folder / name, dump_yaml(obj), result)
+        _write(folder / name, dump_yaml(obj), result, batch)
         result.manifests.append(folder / name)
-    _write(folder / KUSTOMIZATION, dump_yaml(kustomization(names)), result)
+    _write(folder / KUSTOMIZATION, dump_yaml(kustomization(names)), result, batch)
     keep = {*names, KUSTOMIZATION}
-    for stale in sorted(folder.glob("*.yaml")):
-        if stale.name not in keep:
-            stale.unlink()
-            result.removed.append(stale)
+    result.removed.extend(stale for stale in sorted(folder.glob("*.yaml")) if stale.name not in keep)
 
 
 def _write_operator(
-    inputs: StackInputs, site_dir: Path, stacks: tuple[str, ...], repo: str, branch: str, result: RenderResult
+    inputs: StackInputs,
+    site_dir: Path,
+    stacks: tuple[str, ...],
+    repo: str,
+    branch: str,
+    result: RenderResult,
+    batch: AtomicBatch,
 ) -> None:
     root = inputs.site.root.resolve()
     try:
@@ -119,15 +159,15 @@ def _write_operator(
     for i, stack in enumerate(stacks):
         project = site_dir / "pulumi" / stack
         for source in ("Pulumi.yaml", "__main__.py"):
-            _write(project / source, data_path("stacks", stack, source).read_text(encoding="utf-8"), result)
-        _write(project / "requirements.txt", f"llm-fabric=={__version__}\n", result)
+            _write(project / source, data_path("stacks", stack, source).read_text(encoding="utf-8"), result, batch)
+        _write(project / "requirements.txt", f"llm-fabric=={__version__}\n", result, batch)
         back = "/".join([".."] * (len(rel.parts) + 2))
         previous = stacks[i - 1] if i else None
         cr = operator_stack(inputs, stack, repo, branch, f"{rel.as_posix()}/pulumi/{stack}", back, previous)
         names.append(file_name(cr))
-        _write(site_dir / "operator" / file_name(cr), dump_yaml(cr), result)
+        _write(site_dir / "operator" / file_name(cr), dump_yaml(cr), result, batch)
         result.manifests.append(site_dir / "operator" / file_name(cr))
-    _write(site_dir / "operator" / KUSTOMIZATION, dump_yaml(kustomization(names)), result)
+    _write(site_dir / "operator" / KUSTOMIZATION, dump_yaml(kustomization(names)), result, batch)
 
 
 def operator_stack_name(stack: str, site_id: str) -> str:
