@@ -2,7 +2,7 @@
 # The monthly report from real Prometheus data. The demo has no GPU engine yet, so the month's request
 # records (generated from the deployments' context profiles) are replayed as vLLM metrics: backfilled
 # into Prometheus' TSDB with promtool (a month of history), and served live by a replay exporter that
-# Prometheus scrapes. Then `fabric report` reads Prometheus and the records, and signs the result.
+# Prometheus scrapes. Then `fabric report` reads Prometheus and the records, and signs the result with the federation key.
 set -euo pipefail
 MONTH="${DEMO_MONTH:-$(date -u -d "$(date -u +%Y-%m-01) -1 day" +%Y-%m)}"  # the last complete month
 work="$DEMO_DIR/report"
@@ -10,23 +10,15 @@ mkdir -p "$work"
 records="$work/requests-$MONTH.parquet"
 
 echo "\$ generate 200,000 request records for $MONTH (DuckDB)"
-"$PYTHON" - "$SITE" "$MONTH" "$records" "$work" <<'PY'
+"$PYTHON" - "$SITE" "$MONTH" "$records" <<'PY'
 import sys
 from pathlib import Path
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.synthetic import generate_records
 from llm_fabric.site.loader import load_site
 site = load_site(Path(sys.argv[1]))
 profiles = {n: (d.context.p50, d.context.p95) for n, d in site.deployments.items() if d.context}
 generate_records(Path(sys.argv[3]), Month.parse(sys.argv[2]), 200_000, profiles, sorted(site.tenants))
-key = Ed25519PrivateKey.generate()
-work = Path(sys.argv[4])
-(work / "report.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                    serialization.NoEncryption()))
-(work / "report.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                                serialization.PublicFormat.SubjectPublicKeyInfo))
 PY
 
 echo "\$ backfill the month into Prometheus' TSDB (promtool tsdb create-blocks-from openmetrics)"
@@ -69,9 +61,10 @@ while time.monotonic() < deadline:
 sys.exit("Prometheus did not come up within 60 s")
 PY
 
-echo "\$ fabric report --month $MONTH --prometheus http://127.0.0.1:$prom_port --requests ... --sign-key ..."
+# signed with the federation's key (made by `fabric init` in step 10); verified against the site repo's keys/
+echo "\$ fabric report --month $MONTH --prometheus http://127.0.0.1:$prom_port --requests ..."
 "$FABRIC" report --site-repo "$SITE" --month "$MONTH" --prometheus "http://127.0.0.1:$prom_port" \
-  --requests "$records" --out "$work/out" --sign-key "$work/report.key"
-echo "\$ fabric report verify $work/out --public-key report.pub"
-"$FABRIC" report verify "$work/out" --public-key "$work/report.pub"
+  --requests "$records" --out "$work/out"
+echo "\$ fabric report verify $work/out --site-repo $SITE"
+"$FABRIC" report verify "$work/out" --site-repo "$SITE"
 sed -n '1,22p' "$work/out/report.md"
