@@ -67,8 +67,8 @@ def shortfalls_of(problem: PlacementProblem, sol: PlacementSolution, infos: list
             continue
         why = _blocked(problem, infos[d]) if not demand.options else _crowded(problem, demand, usage)
         if sol.status == "first-fit":
-            why = ["the solver found no better placement than first-fit within its time limit; "
-                   "raising FABRIC_PLAN_TIME_LIMIT may place more", *why]
+            why = ["the plan is the first-fit start, not proven to place the most (solver status first-fit); "
+                   "a longer FABRIC_PLAN_TIME_LIMIT may place more", *why]
         if sol.missing[d] > 0:
             fixed = demand.replicas is not None
             wanted = demand.replicas if fixed else demand.sessions
