@@ -1,22 +1,26 @@
-"""The placement model (OR-tools CP-SAT) on plain inputs: how many replicas of each deployment go to
-each class of interchangeable nodes.
+"""The placement on plain inputs: how many replicas of each deployment go to each class of
+interchangeable nodes; the method that solves it (the CP-SAT model itself is `placement_model`).
 
-Scale comes from symmetry: nodes that are alike for every rule (same GPU model and count, site,
-tier, and owner where the owner's allocation matters) form one node class, and the model counts
-replicas per (deployment, option), an option being one class and one tensor-parallel size. It never
-has a boolean per GPU. Replicas stay inside one node (tensor parallelism within one NVLink domain);
-with power-of-two replica sizes, a class of k nodes of G GPUs can hold a set of replicas exactly when,
-for every size t, the GPUs of the replicas of size >= t fit in k * t * floor(G / t) (divisible sizes
-pack largest-first), so per-node packing is left to `llm_fabric.deploy.packing`.
+Scale comes from symmetry: nodes alike for every rule form one node class (see
+`llm_fabric.deploy.planning.node_classes`), and the model counts replicas per (deployment, option), an
+option being one class and one tensor-parallel size. It never has a boolean per GPU. Replicas stay
+inside one node (tensor parallelism within one NVLink domain); with power-of-two replica sizes, a class
+of k nodes of G GPUs can hold a set of replicas exactly when, for every size t, the GPUs of the replicas
+of size >= t fit in k * t * floor(G / t) (divisible sizes pack largest-first), so per-node packing is
+left to `llm_fabric.deploy.packing`.
 
-Objective, lexicographic, solved in two stages on one model: first meet every target (the shortfall,
-replicas or sessions, normalised per deployment: when targets cannot all be met this maximises the
-capacity served) and keep replicas where the base plan had them; then, with that first objective held
-at the value found, use the fewest GPUs (the rest stays with the pool) and prefer the options with
-more capacity per replica. Both stages start from a first-fit placement (`llm_fabric.deploy.first_fit`),
-which is also the answer when the solver finds nothing better in time. The gap reported is the gap of
-the first stage not proven optimal, each relative to its own objective, so a dominating missed-replica
-weight cannot hide a poor GPU economy (nor inflate the gap of a good plan).
+Objective, lexicographic, in two stages: first meet every target (the shortfall, replicas or sessions,
+normalised per deployment: when targets cannot all be met this maximises the capacity served) and keep
+replicas where the base plan had them; then, with that first objective held at the value found, use the
+fewest GPUs (the rest stays with the pool) and prefer the options with more capacity per replica.
+
+Method: the LP relaxation (`relaxation`) bounds each stage and guides a first-fit start (`first_fit`);
+a stage whose start meets its bound is proven, otherwise CP-SAT solves it from that start (the
+GPU-economy stage to 0.1 %, or, on a model over SMALL_MODEL variables, not at all when the start is
+within 1 %). Beyond LARGE_MODEL variables the LP runs on the coarse problem (`aggregation`) and CP-SAT
+is skipped. The gap reported is that of the first stage not proven optimal, relative to its own
+objective, so a dominating missed-replica weight neither hides a poor GPU economy nor inflates the gap
+of a good plan.
 """
 
 from __future__ import annotations
