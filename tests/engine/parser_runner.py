@@ -171,10 +171,20 @@ def run_family(family: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
     return results
 
 
+def message_fields() -> dict[str, Any]:
+    """The field names of the messages the chat API sends (gateways map reasoning by name)."""
+    from vllm.entrypoints.generate.base.protocol import DeltaMessage
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatMessage
+
+    return {"family": "_api", "case": "message_fields", "ChatMessage": sorted(ChatMessage.model_fields),
+            "DeltaMessage": sorted(DeltaMessage.model_fields)}
+
+
 def main() -> None:
     families = json.load(sys.stdin)
     with tempfile.TemporaryDirectory() as tmp:
         results = [r for family in families for r in run_family(family, Path(tmp))]
+    results.append(message_fields())
     Path(sys.argv[1]).write_text(json.dumps(results))
 
 

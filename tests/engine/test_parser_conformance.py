@@ -326,3 +326,11 @@ def test_gpt_oss_goes_through_the_harmony_parser(results: dict[tuple[str, str], 
     # the serving layer picks HarmonyParser for gpt_oss models, whatever the registered `openai` class does
     assert {results[("gpt_oss", case)]["parser"] for case in cases(FAMILIES["gpt_oss"])} == {"HarmonyParser"}
     assert {results[("qwen3_coder", case)]["parser"] for case in cases(FAMILIES["qwen3_coder"])} == {"DelegatingParser"}
+
+
+def test_reasoning_is_sent_as_reasoning_streamed_or_not(results: dict[tuple[str, str], Any]) -> None:
+    # seed 000: LiteLLM expects `reasoning_content`; vLLM 0.32 names it `reasoning` in both the message and
+    # the streamed delta, so the gateway must map it (docs/engine.md, "Reasoning field name")
+    fields = results[("_api", "message_fields")]
+    for message in ("ChatMessage", "DeltaMessage"):
+        assert "reasoning" in fields[message] and "reasoning_content" not in fields[message], fields
