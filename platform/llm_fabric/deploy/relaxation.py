@@ -30,7 +30,7 @@ class Relaxation:
     second: Terms = field(default_factory=list)  # GPU economy
     held: pywraplp.Constraint | None = None
     time_limit: Callable[[], float] | None = None  # seconds left for each solve
-
+    solved_at: tuple[float, float | None] | None = None  # (hold, second bound) of the last second-stage solve
 
     def _solve(self, terms: Terms) -> float | None:
         objective = self.solver.Objective()
@@ -60,7 +60,10 @@ class Relaxation:
 
     def second_bound(self) -> float | None:
         """The GPU-economy bound under `hold_first` (the fractional counts stay readable through `guide`)."""
-        return self._solve(self.second)
+        hold = self.held.ub() if self.held is not None else self.solver.infinity()
+        if self.solved_at is None or self.solved_at[0] != hold:  # same hold as last time: same bound
+            self.solved_at = (hold, self._solve(self.second))
+        return self.solved_at[1]
 
     def guide(self) -> list[dict[int, float]]:
         return [{o: y.solution_value() for o, y in ys.items() if y.solution_value() > 1e-6} for ys in self.y]
