@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.period import Month
@@ -83,3 +86,61 @@ def test_litellm_spend_log_adapter(tmp_path: Path) -> None:
     assert (q.tokens.requests, q.tokens.failed, q.tokens.input, q.tokens.cached_input) == (2, 1, 1500, 1000)
     assert set(usage.by_tenant) == {"muni-researchers", "alice"}
     assert q.mean_ttft_ms == 250.0
+
+
+_row = st.tuples(
+    st.sampled_from(["m1", "m2", "m3"]),
+    st.sampled_from(["ta", "tb"]),
+    st.one_of(st.integers(0, 40), st.integers(1, 300_000), st.sampled_from([1000, 1001, 65_536, 4_000_000])),
+    st.integers(0, 43_199),  # minute of November
+    st.integers(1, 500),
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(_row, min_size=1, max_size=300))
+def test_aggregates_match_a_plain_python_reference(tmp_path: Path, rows: list[tuple[str, str, int, int, int]]) -> None:
+    """Exact nearest-rank percentiles (bucketed in DuckDB, then refined), sums, minute peaks and days."""
+    path = _write(tmp_path / "h.jsonl", [
+        {"ts": f"{NOV.start + timedelta(minutes=minute, seconds=7):%Y-%m-%dT%H:%M:%SZ}", "model": m, "tenant": t,
+         "prompt_tokens": plen, "completion_tokens": out, "status": "ok"}
+        for m, t, plen, minute, out in rows
+    ])
+    usage = aggregate_records(connect(), [path], NOV)
+    assert usage is not None
+
+    def nearest_rank(values: list[int]) -> dict[int, int]:
+        ordered = sorted(values)
+        return {p: ordered[(p * len(ordered) + 99) // 100 - 1] for p in (50, 95, 99)}
+
+    for side, figures in ((0, usage.by_model), (1, usage.by_tenant)):
+        keys = {r[side] for r in rows}
+        assert set(figures) == keys
+        for key in keys:
+            mine = [r for r in rows if r[side] == key]
+            assert figures[key].prompt_percentiles == nearest_rank([r[2] for r in mine]), key
+            assert figures[key].tokens.input == sum(r[2] for r in mine)
+    for model, fig in usage.by_model.items():
+        per_minute: dict[int, int] = {}
+        for m, _t, plen, minute, out in rows:
+            if m == model:
+                per_minute[minute] = per_minute.get(minute, 0) + plen + out
+        assert fig.peak_total_tokens_per_s == round(max(per_minute.values()) / 60, 1)
+    days = {(m, (NOV.start + timedelta(minutes=minute)).date()) for m, _t, _p, minute, _o in rows}
+    assert set(usage.daily) == days
+    assert sum(t.requests for t in usage.daily.values()) == len(rows)
+
+
+def test_nearest_rank_for_every_request_count_up_to_120(tmp_path: Path) -> None:
+    """One model per count n: n distinct lengths spread over many buckets; the ranks ceil(p x n / 100)."""
+    rows: list[dict[str, object]] = []
+    for n in range(1, 121):
+        lengths = [(i * 7919) % 200_003 for i in range(1, n + 1)]  # distinct, unsorted, 7919 .. 200,002
+        rows += [{"ts": "2026-11-03T10:00:00Z", "model": f"n{n:03d}", "tenant": "t", "prompt_tokens": x,
+                  "completion_tokens": 1, "status": "ok"} for x in lengths]
+    usage = aggregate_records(connect(), [_write(tmp_path / "ranks.jsonl", rows)], NOV)
+    assert usage is not None
+    for n in range(1, 121):
+        ordered = sorted((i * 7919) % 200_003 for i in range(1, n + 1))
+        want = {p: ordered[-(-p * n // 100) - 1] for p in (50, 95, 99)}
+        assert usage.by_model[f"n{n:03d}"].prompt_percentiles == want, n
