@@ -119,12 +119,14 @@ def connect(temp_dir: Path | None = None, memory_limit: str = "1GB") -> duckdb.D
 # fourth root x 8: about 6 % wide at 1K tokens, 3 % at 100K; monotonic (sqrt is correctly rounded)
 _BUCKET = "floor(sqrt(sqrt(greatest(plen, 0)::DOUBLE)) * 8)::INTEGER"
 
+# TTFT summed as DECIMAL: a float sum would depend on the order the threads add it up, and re-runs
+# of a month must give the same books
 _CELLS = f"""
 CREATE OR REPLACE TEMP TABLE ledger_cells AS
 SELECT model, tenant, {_BUCKET} AS bucket,
        count(*) AS n, count(*) FILTER (WHERE NOT ok) AS failed, count(plen) AS c,
        sum(plen)::HUGEINT AS inp, sum(cached)::HUGEINT AS cached, sum(outp)::HUGEINT AS outp,
-       sum(ttft_ms) AS ttft_sum, count(ttft_ms) AS ttft_n, min(plen) AS lo, max(plen) AS hi
+       sum(CAST(ttft_ms AS DECIMAL(18, 3))) AS ttft_sum, count(ttft_ms) AS ttft_n, min(plen) AS lo, max(plen) AS hi
 FROM month_records GROUP BY ALL
 """
 
