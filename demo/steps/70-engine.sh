@@ -97,19 +97,11 @@ echo "\$ fabric engine burst --url http://127.0.0.1:$engine_port --model qwen3.5
   --tenant cerit-sc --tenant muni-researchers --records "$records"
 wait_scraped
 
-echo "\$ fabric report --month $MONTH --prometheus http://127.0.0.1:$prom_port --requests $records --sign-key ..."
-"$PYTHON" - "$out/report.key" "$out/report.pub" <<'PY'
-import sys
-from pathlib import Path
-from cryptography.hazmat.primitives import serialization as s
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-key = Ed25519PrivateKey.generate()
-Path(sys.argv[1]).write_bytes(key.private_bytes(s.Encoding.PEM, s.PrivateFormat.PKCS8, s.NoEncryption()))
-Path(sys.argv[2]).write_bytes(key.public_key().public_bytes(s.Encoding.PEM, s.PublicFormat.SubjectPublicKeyInfo))
-PY
+echo "\$ fabric report --month $MONTH --prometheus http://127.0.0.1:$prom_port --requests $records   (signed with the federation key)"
 "$FABRIC" report --site-repo "$SITE" --month "$MONTH" --prometheus "http://127.0.0.1:$prom_port" \
-  --requests "$records" --out "$out/report" --sign-key "$out/report.key"
-"$FABRIC" report verify "$out/report" --public-key "$out/report.pub"
+  --requests "$records" --out "$out/report"
+echo "\$ fabric report verify $out/report --site-repo $SITE"
+"$FABRIC" report verify "$out/report" --site-repo "$SITE"
 grep -E '^\| (Model|qwen3-5) ' "$out/report/report.md" || true
 
 echo "stopping vLLM and Prometheus"
