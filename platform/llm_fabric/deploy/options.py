@@ -11,9 +11,16 @@ from pathlib import Path
 
 from pydantic import Field
 
+from llm_fabric import __version__
 from llm_fabric.basemodel import FabricModel
 
 ENGINE_PORT = 8000
+# The vLLM release the recipes' engine args are checked against (the `engine-cpu` extra pins the same).
+VLLM_VERSION = "0.32.0"
+# Upstream vLLM plus llm-fabric's loop-guard plugin, built from engine/images/Dockerfile: every
+# generated engine command loads the plugin, which the stock image cannot import.
+DEFAULT_ENGINE_IMAGE = f"llm-fabric/vllm-openai:v{VLLM_VERSION}-fabric{__version__}"
+DEFAULT_ENGINE_IMAGE_ROCM = f"llm-fabric/vllm-rocm:v{VLLM_VERSION}-fabric{__version__}"
 
 
 class StackOptions(FabricModel):
@@ -22,10 +29,13 @@ class StackOptions(FabricModel):
     plan_file: Path | None = Field(
         None, description="a plan saved by `fabric plan --json`; default: plan the site repo afresh"
     )
-    engine_image: str = Field("vllm/vllm-openai:v0.32.0", description="vLLM image for NVIDIA nodes")
+    engine_image: str = Field(
+        DEFAULT_ENGINE_IMAGE,
+        description="vLLM image with llm-fabric's plugins for NVIDIA nodes (build: engine/images/Dockerfile)",
+    )
     engine_image_rocm: str = Field(
-        "rocm/vllm:rocm7.14.0_cdna_ubuntu24.04_py3.14_pytorch_2.11.0_vllm_0.23.0",
-        description="vLLM image for AMD nodes",
+        DEFAULT_ENGINE_IMAGE_ROCM,
+        description="vLLM image with llm-fabric's plugins for AMD nodes (build: engine/images/Dockerfile)",
     )
     model_cache_path: str = Field(
         "/var/lib/llm-fabric/models",
