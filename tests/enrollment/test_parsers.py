@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_fabric.enrollment.inventory import GpuReport, Topology
-from llm_fabric.enrollment.parsers import amd, nvidia_csv, nvidia_text, nvidia_topo, nvidia_xml
+from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_text, nvidia_topo, nvidia_xml
 from llm_fabric.errors import ParseError
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "hardware-samples"
@@ -31,6 +31,7 @@ def parser_for(name: str) -> Parser | None:
         (r"nvlink-status", nvidia_text.parse_gpu_list),
         (r"rocm-smi", amd.parse_rocm_smi),
         (r"rocminfo", amd.parse_rocminfo),
+        (r"amd-smi-static", amd_smi.parse_amd_smi_static),
     ]
     return next((p for pattern, p in rules if re.search(pattern, name)), None)
 
@@ -131,6 +132,7 @@ ALL_PARSERS = [
     nvidia_text.parse_gpu_list,
     amd.parse_rocm_smi,
     amd.parse_rocminfo,
+    amd_smi.parse_amd_smi_static,
 ]
 
 

@@ -168,6 +168,8 @@ def _driver(ctx: _Context) -> _Outcome:
 
 def _mig(ctx: _Context) -> _Outcome:
     on = [g.index for g in ctx.inventory.gpus if g.mig_enabled]
+    if on and ctx.inventory.vendor == "amd":  # amd-smi: a DPX/CPX compute partition splits a GPU like MIG does
+        return False, True, f"GPU {', '.join(map(str, on))} partitioned (DPX/CPX): set the compute partition to SPX"
     if on:
         return False, True, f"MIG enabled on GPU {', '.join(map(str, on))}: disable it (nvidia-smi -mig 0)"
     return True, False, "MIG off or not supported"

@@ -2,8 +2,9 @@
 
 NVIDIA: the `--query-gpu` CSV is the primary source (it alone has the compute capability);
 the `-q -x` XML adds what the CSV lacks (CUDA version) and stands in when an old driver
-refuses the CSV fields. `topo -m` gives the interconnect. AMD: `rocm-smi -a` (names, VRAM,
-driver) merged with `rocminfo` (gfx target) by index. A tool that is missing (exit 127) is a
+refuses the CSV fields. `topo -m` gives the interconnect. AMD: `amd-smi static --json` (names,
+VRAM, serials, driver, ECC, partitions), else the older `rocm-smi -a`, merged with `rocminfo` (gfx
+target, ROCm runtime) by index. A tool that is missing (exit 127) is a
 note, not an error; a tool that ran and printed something unparseable is a `ParseError`.
 """
 
@@ -13,7 +14,7 @@ import re
 
 from llm_fabric.enrollment.facts import FactsBundle, ProbeResult
 from llm_fabric.enrollment.inventory import GpuDevice, GpuReport, HostFacts, Inventory
-from llm_fabric.enrollment.parsers import amd, nvidia_csv, nvidia_topo, nvidia_xml
+from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_topo, nvidia_xml
 from llm_fabric.errors import ParseError
 
 NOT_FOUND = 127
@@ -63,11 +64,21 @@ def _nvidia(bundle: FactsBundle, inventory: Inventory) -> bool:
     return True
 
 
+def _amd_smi_report(bundle: FactsBundle) -> GpuReport | None:
+    """amd-smi when it answered (rocm-smi's successor: it also reports ECC and partitions), else rocm-smi."""
+    static, smi = bundle.probes.get("amd_smi"), bundle.probes.get("rocm_smi")
+    if static is not None and _ran(static):
+        return amd_smi.parse_amd_smi_static(static.stdout)
+    if smi is not None and _ran(smi):
+        return amd.parse_rocm_smi(smi.stdout)
+    return None
+
+
 def _amd(bundle: FactsBundle, inventory: Inventory) -> bool:
-    smi, info = bundle.probes.get("rocm_smi"), bundle.probes.get("rocminfo")
-    if not (_ran(smi) or _ran(info)):
+    info = bundle.probes.get("rocminfo")
+    smi_report = _amd_smi_report(bundle)
+    if smi_report is None and not _ran(info):
         return False
-    smi_report = amd.parse_rocm_smi(smi.stdout) if smi is not None and _ran(smi) else None
     info_report = amd.parse_rocminfo(info.stdout) if info is not None and _ran(info) else None
     primary = smi_report or info_report
     assert primary is not None
@@ -82,7 +93,8 @@ def _amd(bundle: FactsBundle, inventory: Inventory) -> bool:
 def inventory_from_bundle(bundle: FactsBundle) -> Inventory:
     inventory = Inventory(host=host_facts(bundle))
     if not _nvidia(bundle, inventory) and not _amd(bundle, inventory):
-        tried = {k: bundle.probes[k].rc for k in ("nvidia_csv", "rocm_smi", "rocminfo") if k in bundle.probes}
+        tools = ("nvidia_csv", "amd_smi", "rocm_smi", "rocminfo")
+        tried = {k: bundle.probes[k].rc for k in tools if k in bundle.probes}
         missing = [k for k, rc in tried.items() if rc == NOT_FOUND]
         inventory.notes.append(
             "no GPU tool answered"
