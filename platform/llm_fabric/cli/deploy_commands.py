@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.deploy.build import STACK_ORDER, load_inputs
-from llm_fabric.deploy.crd_validation import CheckReport, CrdSchemas, check_manifests
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.provision import find_node, provision_node
-from llm_fabric.deploy.render import render_stacks
 from llm_fabric.errors import EXIT_POLICY, UsageError
-from llm_fabric.playbook_runner import Target
-from llm_fabric.site.loader import load_site
+
+if TYPE_CHECKING:
+    from llm_fabric.deploy.crd_validation import CheckReport
+
+# The core is imported inside each command, so that other `fabric` commands do not pay for it.
+# llm_fabric.deploy.build.STACK_ORDER, spelled out to keep that import out of start-up
+# (tests/cli/test_startup.py checks that the two agree).
+STACKS = ("allocations", "serving", "observability")
 
 
 @click.command("render")
@@ -22,9 +24,7 @@ from llm_fabric.site.loader import load_site
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write.")
 @click.option("--site", "site", metavar="ID", help="Site whose cluster to render (default: the only site).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), help="Plan JSON to deploy.")
-@click.option(
-    "--stack", "stacks", multiple=True, type=click.Choice(STACK_ORDER), help="Only these stacks (repeatable)."
-)
+@click.option("--stack", "stacks", multiple=True, type=click.Choice(STACKS), help="Only these stacks (repeatable).")
 @click.option("--operator-repo", metavar="GIT_URL", help="Also write Pulumi Operator Stack resources for this remote.")
 @click.option("--operator-branch", default="main", show_default=True, help="Branch the operator deploys.")
 @click.option(
@@ -66,6 +66,11 @@ def render_command(
       fabric render ./site --out ./site/deploy --check --crds ./crds
       fabric render ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
     """
+    from llm_fabric.deploy.build import STACK_ORDER, load_inputs
+    from llm_fabric.deploy.crd_validation import CrdSchemas, check_manifests
+    from llm_fabric.deploy.options import StackOptions
+    from llm_fabric.deploy.render import render_stacks
+
     if crds_dir is not None and not check:
         raise UsageError("--crds is used by --check", hint="add --check")
     options = StackOptions(site_repo=directory, site=site, plan_file=plan_file)
@@ -146,6 +151,11 @@ def provision_command(
       fabric provision hgx-h200-ceitec --site-repo ./site --check
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
+    from llm_fabric.deploy.options import StackOptions
+    from llm_fabric.deploy.provision import find_node, provision_node
+    from llm_fabric.playbook_runner import Target
+    from llm_fabric.site.loader import load_site
+
     site = load_site(site_repo)
     manifest = find_node(site, node)
     overrides: dict[str, str] = {}

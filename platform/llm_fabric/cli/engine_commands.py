@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.engine.args import engine_command
-from llm_fabric.engine.capacity import DEFAULT_CONTEXT_TOKENS, CapacityEstimate, estimate
-from llm_fabric.engine.recipes import get_recipe
-from llm_fabric.engine.site_capacity import site_capacity
-from llm_fabric.enrollment.catalog import load_gpu_catalog
-from llm_fabric.site.loader import load_site
+
+if TYPE_CHECKING:
+    from llm_fabric.engine.capacity import CapacityEstimate
+
+# The engine's modules load recipes and the GPU catalog: imported inside the commands, so that other
+# `fabric` commands do not pay for them. llm_fabric.engine.capacity.DEFAULT_CONTEXT_TOKENS, spelled out
+# for the same reason (tests/cli/test_startup.py checks that the two agree).
+DEFAULT_CONTEXT_TOKENS = 8192
 
 _ROWS = [
     ("weights_gb", "weights (GB)"),
@@ -81,6 +84,10 @@ def capacity_command(model: str | None, gpu_id: str | None, count: int | None, t
         return _site(site_dir, as_json)
     if not (model and gpu_id and count):
         raise click.UsageError("--model, --gpu and --count are required (or --site DIR)")
+    from llm_fabric.engine.capacity import estimate
+    from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.enrollment.catalog import load_gpu_catalog
+
     est = estimate(get_recipe(model), load_gpu_catalog().get(gpu_id), count, tensor_parallel_size=tp,
                    quantization=quantization, kv_cache_dtype=kv_dtype, context_tokens=context, users=users,
                    gpu_memory_utilization=gpu_memory_utilization)
@@ -92,6 +99,9 @@ def capacity_command(model: str | None, gpu_id: str | None, count: int | None, t
 
 
 def _site(site_dir: Path, as_json: bool) -> int:
+    from llm_fabric.engine.site_capacity import site_capacity
+    from llm_fabric.site.loader import load_site
+
     rows = site_capacity(load_site(site_dir))
     if as_json:
         print_json([r.as_dict() for r in rows])
@@ -130,6 +140,11 @@ def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, qua
       fabric engine-args --model kimi-k2.6 --gpu b300 --count 4
       fabric engine-args --model gpt-oss-120b --gpu h200 --count 1 --priority --json
     """
+    from llm_fabric.engine.args import engine_command
+    from llm_fabric.engine.capacity import estimate
+    from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.enrollment.catalog import load_gpu_catalog
+
     recipe = get_recipe(model)
     gpu = load_gpu_catalog().get(gpu_id)
     if tp is None:

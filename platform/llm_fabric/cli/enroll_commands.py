@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.deploy.retirement import DrainOptions, retire_node
-from llm_fabric.documents import load_model
-from llm_fabric.enrollment.enroll import EnrollRequest, EnrollResult, enroll, gather_one
-from llm_fabric.enrollment.facts import save_bundle
-from llm_fabric.enrollment.registry import manifest_text, node_path, sign_file, verify_nodes
-from llm_fabric.enrollment.signing import default_private_key_path, init_keys, load_private_key
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY, PolicyRefusal, Problem, UsageError
-from llm_fabric.site.models import NodeManifest
+
+if TYPE_CHECKING:
+    from llm_fabric.enrollment.enroll import EnrollResult
+
+# The core (pydantic models, Ansible, cryptography) is imported inside each command: every `fabric`
+# invocation imports every command module, and only the command that runs should pay for its imports.
 
 _STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 _TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold red"}
@@ -136,6 +135,8 @@ def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
       fabric enroll localhost --connection local --site-repo ./site --owner cerit-sc --site brno --dry-run
       fabric enroll gpu7 --facts gpu7.facts.json --site-repo ./site --owner cerit-sc --site brno --json
     """
+    from llm_fabric.enrollment.enroll import EnrollRequest, enroll
+
     as_json = opts.pop("as_json")
     request = EnrollRequest(host=host, site_root=site_repo, **opts)
     with _Progress(host) as progress:
@@ -175,6 +176,9 @@ def facts_command(
     Example:
       fabric facts gpu7.example.org --ssh-user root -o gpu7.facts.json
     """
+    from llm_fabric.enrollment.enroll import EnrollRequest, gather_one
+    from llm_fabric.enrollment.facts import save_bundle
+
     request = EnrollRequest(
         host=host,
         site_root=Path("."),
@@ -216,6 +220,7 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
     Example:
       fabric keys init --site-repo ./site
     """
+    from llm_fabric.enrollment.signing import default_private_key_path, init_keys
     from llm_fabric.site import gitrepo
 
     pair = init_keys(site_repo, private_key or default_private_key_path(site_repo))
@@ -249,6 +254,8 @@ def nodes_list_command(site_repo: Path, as_json: bool) -> None:
     Example:
       fabric nodes list --site-repo ./site
     """
+    from llm_fabric.enrollment.registry import verify_nodes
+
     rows = []
     for st in verify_nodes(site_repo):
         m = st.manifest
@@ -291,6 +298,8 @@ def nodes_show_command(name: str, site_repo: Path) -> None:
     Example:
       fabric nodes show dgx-b200-01 --site-repo ./site
     """
+    from llm_fabric.enrollment.registry import manifest_text, node_path, verify_nodes
+
     status = next((s for s in verify_nodes(site_repo) if s.name == name), None)
     if status is None:
         raise UsageError(f"no node `{name}` in {site_repo / 'nodes'}", hint="see `fabric nodes list`")
@@ -307,6 +316,8 @@ def nodes_verify_command(site_repo: Path) -> int:
     Example:
       fabric nodes verify --site-repo ./site
     """
+    from llm_fabric.enrollment.registry import verify_nodes
+
     statuses = verify_nodes(site_repo)
     bad = [s for s in statuses if s.problem is not None]
     if bad:
@@ -356,6 +367,9 @@ def nodes_retire_command(
       fabric nodes retire hgx-h200-ceitec --site-repo ./site --context cerit-brno-admin --drain-timeout 30m
       fabric nodes retire old-box --site-repo ./site --no-drain
     """
+    from llm_fabric.deploy.retirement import DrainOptions, retire_node
+    from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
+
     private = load_private_key(key_path or default_private_key_path(site_repo))
     drain = None if no_drain else DrainOptions(kubectl=kubectl, context=context, timeout=drain_timeout)
     with console.status(f"draining {name} with Ansible ...") if console.is_terminal and drain else nullcontext():
@@ -379,7 +393,11 @@ def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> Non
     Example:
       fabric nodes sign dgx-b300-02 --site-repo ./site
     """
+    from llm_fabric.documents import load_model
+    from llm_fabric.enrollment.registry import node_path, sign_file
+    from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
     from llm_fabric.site import gitrepo
+    from llm_fabric.site.models import NodeManifest
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
     path = node_path(site_repo, name)

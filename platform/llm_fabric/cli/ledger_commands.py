@@ -7,7 +7,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -15,19 +15,14 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.enrollment.signing import (
-    default_private_key_path,
-    key_id,
-    load_private_key,
-    load_public_key,
-    load_public_keys,
-)
 from llm_fabric.errors import PolicyRefusal, UsageError
-from llm_fabric.ledger.manifest import verify
 from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.publish import write_report
-from llm_fabric.ledger.report import ReportInputs, build_report
-from llm_fabric.site.loader import load_site
+
+if TYPE_CHECKING:
+    from llm_fabric.ledger.report import ReportInputs
+
+# The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
+# every `fabric` invocation imports this module, and only `fabric report`/`exporter` need them.
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 _files = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -48,6 +43,8 @@ def _replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None
 def _inputs(
     month: str, requests: tuple[Path, ...], fmt: str, prometheus: str | None, plan: Path | None
 ) -> ReportInputs:
+    from llm_fabric.ledger.report import ReportInputs
+
     return ReportInputs(
         month=Month.parse(month),
         records=list(requests),
@@ -59,6 +56,8 @@ def _inputs(
 
 def _signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519PrivateKey | None, str]:
     """--sign-key, else the federation's key where `fabric init` put it (beside the repo, or $FABRIC_ENROLLMENT_KEY)."""
+    from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
+
     if sign_key is not None:
         return load_private_key(sign_key), str(sign_key)
     default = default_private_key_path(site_repo)
@@ -69,6 +68,8 @@ def _signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519Private
 
 def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict[str, Ed25519PublicKey] | None, str]:
     """Keys a report may be signed with: the site repo's keys/*.pub and/or one given file."""
+    from llm_fabric.enrollment.signing import key_id, load_public_key, load_public_keys
+
     if site_repo is None and public_key is None:
         return None, ""
     keys: dict[str, Ed25519PublicKey] = {}
@@ -132,6 +133,11 @@ def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str |
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", hint="see `fabric report --help`")
     assert site_repo is not None and month is not None and out is not None
+    from llm_fabric.enrollment.signing import key_id
+    from llm_fabric.ledger.publish import write_report
+    from llm_fabric.ledger.report import build_report
+    from llm_fabric.site.loader import load_site
+
     site = load_site(site_repo)
     inputs = _inputs(month, requests, requests_format, prometheus, plan)
     key, key_source = _signing_key(site_repo, sign_key)
@@ -180,6 +186,8 @@ def verify_command(out: Path, trust_repo: Path | None, public_key: Path | None, 
       fabric report verify report-2026-11 --site-repo ./site
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
+    from llm_fabric.ledger.manifest import verify
+
     trusted, trusted_from = _trusted_keys(trust_repo, public_key)
     result = verify(out, trusted)
     if require_signature and not result.signed:
@@ -220,6 +228,7 @@ def exporter_command(site_repo: Path | None, prometheus: str | None, requests: t
     from prometheus_client import generate_latest, start_http_server
 
     from llm_fabric.ledger.exporter import build_registry
+    from llm_fabric.site.loader import load_site
 
     if site_repo is None:
         raise UsageError("missing --site-repo", hint="see `fabric exporter --help`")

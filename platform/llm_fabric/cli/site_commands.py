@@ -7,12 +7,24 @@ from pathlib import Path
 import click
 
 from llm_fabric.cli.output import console, print_json, print_problems
-from llm_fabric.site.init import examples, init_site
-from llm_fabric.site.schemas import export_schemas
-from llm_fabric.site.validation import validate_site
+
+# The site modules (pydantic models, schemas, policies) are imported inside the commands: every `fabric`
+# invocation imports this module.
 
 
-@click.command("init")
+class _InitCommand(click.Command):
+    """`fabric init`, whose help lists the shipped examples (read only when the help is shown)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from llm_fabric.site.init import examples
+
+        super().format_help_text(ctx, formatter)
+        with formatter.indentation():
+            formatter.write_paragraph()
+            formatter.write_text(f"Examples shipped: {', '.join(examples())}.")
+
+
+@click.command("init", cls=_InitCommand)
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--example", metavar="NAME", help="Start from a shipped example (e.g. cerit-sc).")
 @click.option(
@@ -28,6 +40,8 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
     Example:
       fabric init ./site --example cerit-sc
     """
+    from llm_fabric.site.init import init_site
+
     result = init_site(directory, example, key_path)
     what = f"example `{example}`" if example else "empty skeleton"
     console.print(f"created site repo [bold]{result.root}[/] from {what}: {len(result.files)} files")
@@ -37,9 +51,6 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
             f"enrollment key {result.key.key_id}: public key in {result.root / 'keys'}, "
             f"private key {result.key.private_path} (mode 0600; keep it out of git)"
         )
-
-
-init_command.help = (init_command.help or "") + f"\n\nExamples shipped: {', '.join(examples())}."
 
 
 @click.command("validate")
@@ -54,6 +65,8 @@ def validate_command(directory: Path, as_json: bool) -> int:
     Example:
       fabric validate ./site --json
     """
+    from llm_fabric.site.validation import validate_site
+
     report = validate_site(directory)
     if as_json:
         print_json(report.as_dict())
@@ -79,6 +92,8 @@ def schema_command(out: Path) -> None:
     Example:
       fabric schema -o ./schemas
     """
+    from llm_fabric.site.schemas import export_schemas
+
     for path in export_schemas(out):
         console.print(f"wrote {path}")
 
