@@ -9,9 +9,9 @@ from pathlib import Path
 
 from llm_fabric.enrollment.admission import Verdict, decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
-from llm_fabric.enrollment.catalog import load_gpu_catalog
+from llm_fabric.enrollment.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.enrollment.facts import FactsBundle, ProgressCallback, gather, load_bundle
-from llm_fabric.enrollment.inventory import Inventory
+from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
 from llm_fabric.enrollment.registry import Registration, register
 from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
 from llm_fabric.errors import ConfigError, UsageError
@@ -114,33 +114,7 @@ def build_manifest(
 ) -> NodeManifest:
     assert verdict.tier != "rejected" and verdict.gpus.model is not None
     spec = load_gpu_catalog().get(verdict.gpus.model)
-    first = inventory.gpus[0]
-    memory_mib = first.memory_mib or spec.memory_mib
-    capability = verdict.gpus.compute_capability or spec.compute_capability
-    labels = {
-        "fabric.llm/owner": request.owner,
-        "fabric.llm/tier": verdict.tier,
-        "fabric.llm/site": request.site,
-        "fabric.llm/jurisdiction": site.config.sites[request.site].jurisdiction.country,
-        "fabric.llm/gpu-model": spec.id,
-    }
-    if spec.vendor == "nvidia":
-        major, _, minor = capability.partition(".")
-        labels |= {
-            "nvidia.com/gpu.product": _label(first.name),
-            "nvidia.com/gpu.memory": str(memory_mib),
-            "nvidia.com/gpu.count": str(len(inventory.gpus)),
-            "nvidia.com/gpu.compute.major": major,
-            "nvidia.com/gpu.compute.minor": minor or "0",
-        }
-    else:
-        labels |= {
-            "amd.com/gpu.product-name": _label(first.name),
-            "amd.com/gpu.vram": f"{round(memory_mib / 1024)}G",
-            "amd.com/gpu.family": "AI",
-            "amd.com/gpu.device-id": (first.pci_device_id or "").removeprefix("0x"),
-        }
-    host = inventory.host
+    gpus = _gpu_inventory(spec, inventory, verdict)
     return NodeManifest(
         name=name,
         site=request.site,
@@ -148,26 +122,64 @@ def build_manifest(
         tier=verdict.tier,
         enrolled_at=datetime.now(UTC).replace(microsecond=0),
         provenance="enrolled",
-        gpus=GpuInventory(
-            catalog_id=spec.id,
-            product=first.name,
-            vendor=spec.vendor,
-            count=len(inventory.gpus),
-            memory_mib=memory_mib,
-            compute_capability=capability,
-            uuids=[g.uuid for g in inventory.gpus if g.uuid],
-            interconnect=inventory.interconnect or spec.interconnect,
-            driver_version=inventory.driver_version or "unknown",
-            cuda_version=inventory.cuda_version,
-        ),
-        host=HostInventory(
-            hostname=host.hostname,
-            cpu_model=host.cpu_model,
-            cpu_cores=host.cpu_cores,
-            memory_gb=host.memory_gb,
-            os=host.os,
-            kernel=host.kernel,
-        ),
-        labels=labels,
+        gpus=gpus,
+        host=_host_inventory(inventory.host),
+        labels=_node_labels(request, site, verdict.tier, gpus, inventory.gpus[0]),
         checks=verdict.checks,
     )
+
+
+def _gpu_inventory(spec: GpuSpec, inventory: Inventory, verdict: Verdict) -> GpuInventory:
+    """What the tools measured, the catalog filling in what they did not say."""
+    first = inventory.gpus[0]
+    return GpuInventory(
+        catalog_id=spec.id,
+        product=first.name,
+        vendor=spec.vendor,
+        count=len(inventory.gpus),
+        memory_mib=first.memory_mib or spec.memory_mib,
+        compute_capability=verdict.gpus.compute_capability or spec.compute_capability,
+        uuids=[g.uuid for g in inventory.gpus if g.uuid],
+        interconnect=inventory.interconnect or spec.interconnect,
+        driver_version=inventory.driver_version or "unknown",
+        cuda_version=inventory.cuda_version,
+    )
+
+
+def _host_inventory(host: HostFacts) -> HostInventory:
+    return HostInventory(
+        hostname=host.hostname,
+        cpu_model=host.cpu_model,
+        cpu_cores=host.cpu_cores,
+        memory_gb=host.memory_gb,
+        os=host.os,
+        kernel=host.kernel,
+    )
+
+
+def _node_labels(
+    request: EnrollRequest, site: SiteRepo, tier: str, gpus: GpuInventory, first: GpuDevice
+) -> dict[str, str]:
+    """The fabric's labels, plus the keys the vendor's GPU feature discovery would set on the node."""
+    labels = {
+        "fabric.llm/owner": request.owner,
+        "fabric.llm/tier": tier,
+        "fabric.llm/site": request.site,
+        "fabric.llm/jurisdiction": site.config.sites[request.site].jurisdiction.country,
+        "fabric.llm/gpu-model": gpus.catalog_id,
+    }
+    if gpus.vendor == "nvidia":
+        major, _, minor = gpus.compute_capability.partition(".")
+        return labels | {
+            "nvidia.com/gpu.product": _label(first.name),
+            "nvidia.com/gpu.memory": str(gpus.memory_mib),
+            "nvidia.com/gpu.count": str(gpus.count),
+            "nvidia.com/gpu.compute.major": major,
+            "nvidia.com/gpu.compute.minor": minor or "0",
+        }
+    return labels | {
+        "amd.com/gpu.product-name": _label(first.name),
+        "amd.com/gpu.vram": f"{round(gpus.memory_mib / 1024)}G",
+        "amd.com/gpu.family": "AI",
+        "amd.com/gpu.device-id": (first.pci_device_id or "").removeprefix("0x"),
+    }
