@@ -18,15 +18,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm_fabric.enrollment.admission import decide  # noqa: E402
-from llm_fabric.enrollment.assembly import inventory_from_bundle  # noqa: E402
-from llm_fabric.enrollment.enroll import EnrollRequest, build_manifest  # noqa: E402
-from llm_fabric.enrollment.facts import gather  # noqa: E402
-from llm_fabric.enrollment.registry import register  # noqa: E402
-from llm_fabric.enrollment.signing import load_private_key  # noqa: E402
-from llm_fabric.site.init import init_site  # noqa: E402
-from llm_fabric.site.loader import load_site  # noqa: E402
-from tests.fixtures.testhost import TestHostFactory  # noqa: E402
+from tests.fixtures.testhost import TestHostFactory
+
+from llm_fabric.enrollment.admission import decide
+from llm_fabric.enrollment.assembly import inventory_from_bundle
+from llm_fabric.enrollment.enroll import EnrollRequest, build_manifest
+from llm_fabric.enrollment.facts import gather
+from llm_fabric.enrollment.registry import register
+from llm_fabric.enrollment.signing import load_private_key
+from llm_fabric.site.init import init_site
+from llm_fabric.site.loader import load_site
 
 
 def enroll_many(count: int, work: Path) -> float:

@@ -144,7 +144,8 @@ class NodeManifest(FabricModel):
     taints: list[str] = Field(default_factory=list)
     checks: list[CheckResult] = Field(default_factory=list)
     provenance: Literal["enrolled", "declared"] = Field(
-        "declared", description="enrolled: facts gathered by `fabric enroll`; declared: written and signed by an operator"
+        "declared",
+        description="enrolled: facts gathered by `fabric enroll`; declared: written and signed by an operator",
     )
     signature: Signature | None = None
 
