@@ -9,6 +9,7 @@ SkyPilot "did you mean" approach). All errors of a file are reported together.
 from __future__ import annotations
 
 import difflib
+import io
 import types
 import typing
 from collections.abc import Iterator
@@ -90,6 +91,15 @@ def read_yaml(path: Path) -> Document:
     except YAMLError as exc:  # e.g. ReaderError: control characters the YAML spec forbids
         raise ConfigError([Problem(f"invalid YAML: {exc}", file=path, hint="fix the YAML syntax")]) from exc
     return Document(path=path, tree=tree)
+
+
+def dump_yaml(tree: Any) -> str:
+    """Serialise a tree read by `read_yaml`, keeping its comments and layout (long lines unwrapped)."""
+    yaml = YAML(typ="rt")
+    yaml.width = 4096
+    buffer = io.StringIO()
+    yaml.dump(tree, buffer)
+    return buffer.getvalue()
 
 
 def validate_document(doc: Document, model: type[M], *, context: dict[str, Any] | None = None) -> M:

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ruamel.yaml import YAML
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.documents import load_model, read_yaml, validate_document
+from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_document
 from llm_fabric.enrollment.signing import load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.site import gitrepo
@@ -151,11 +151,7 @@ def sign_file(path: Path, private: Ed25519PrivateKey) -> NodeManifest:
     signed = sign_manifest(manifest, private)
     assert signed.signature is not None
     doc.tree["signature"] = signed.signature.model_dump(mode="json")
-    yaml = YAML(typ="rt")
-    yaml.width = 4096
-    buffer = io.StringIO()
-    yaml.dump(doc.tree, buffer)
-    write_atomic(path, buffer.getvalue(), mode=0o644)
+    write_atomic(path, dump_yaml(doc.tree), mode=0o644)
     return signed
 
 
@@ -206,8 +202,4 @@ def _resigned_text(path: Path, manifest: NodeManifest) -> str:
     doc.tree["status"] = manifest.status
     assert manifest.signature is not None
     doc.tree["signature"] = manifest.signature.model_dump(mode="json")
-    yaml = YAML(typ="rt")
-    yaml.width = 4096
-    buffer = io.StringIO()
-    yaml.dump(doc.tree, buffer)
-    return buffer.getvalue()
+    return dump_yaml(doc.tree)
