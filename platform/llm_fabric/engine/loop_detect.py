@@ -7,16 +7,23 @@ It reports a loop once a cycle of period `p <= max_period` has appeared `min_rep
 row AND covers at least `min_span` tokens, so a short "----" ruler or a repeated word is not a loop
 while 64 "!" are.
 
-The cost per token is proportional to how often the new token occurs among the last `max_period`
-tokens (found through a position index, not by scanning every period), so normal text costs a few
-dictionary operations per token. This module has no dependencies: it runs inside the vLLM engine
-process (see `llm_fabric.engine.loop_guard`) and in the fabric's own tests and benchmarks.
+Period `p` loops once its run reaches `need[p] = max(min_repeats * p, min_span) - p` matches. Every
+such run is at least `min(need)` tokens long (48 with the defaults), so it contains a checkpoint
+when one comes every `min(need)` tokens. Only at a checkpoint are the periods matching the new token
+looked up (a C-speed `list.index` over the window) and the new ones' runs measured backwards; between
+checkpoints only the periods alive since the last one are checked, one comparison each, and in text
+they die within a few tokens. A multiple of a tracked period whose periodic tail is at least that
+multiple long is not tracked (Fine-Wilf: it repeats the shorter cycle, ends with it and cannot reach
+its own `need` first), so a "!!!" run tracks one period, not 64. The detection token and period are
+those of the definition; the tests check them against brute force.
+
+This module has no dependencies: it runs inside the vLLM engine process (see
+`llm_fabric.engine.loop_guard`) and in the fabric's own tests and benchmarks.
 """
 
 from __future__ import annotations
 
 import os
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -75,16 +82,20 @@ class LoopGuardSettings:
 class LoopDetector:
     """Feed one generation's tokens in order; `feed` returns True from the token that completes a loop."""
 
-    __slots__ = ("_count", "_index", "_max_period", "_need", "_ring", "_runs", "period")
+    __slots__ = ("_cands", "_count", "_hist", "_interval", "_keep", "_max_period", "_need", "_next_check", "period")
 
     def __init__(self, settings: LoopGuardSettings) -> None:
         m = settings.max_period
         self._max_period = m
         # run length (matches of tok[i] == tok[i-p]) at which period p counts as a loop
         self._need = [0] + [max(settings.min_repeats * p, settings.min_span) - p for p in range(1, m + 1)]
-        self._ring: list[int] = [-1] * m
-        self._index: dict[int, deque[int]] = {}
-        self._runs: dict[int, int] = {}
+        # every run that reaches its `need` contains a checkpoint when checkpoints are this far apart
+        self._interval = min(self._need[1:])
+        self._next_check = self._interval - 1
+        # the longest periodic tail a checkpoint measures, and the window the periods reach into
+        self._keep = max(settings.min_repeats * m, settings.min_span, m + 1)
+        self._hist: list[int] = []
+        self._cands: dict[int, int] = {}  # period -> position at which its current run becomes a loop
         self._count = 0
         self.period: int | None = None  # the loop's period once detected
 
@@ -95,35 +106,74 @@ class LoopDetector:
     def feed(self, token: int) -> bool:
         i = self._count
         self._count = i + 1
+        if self.period is not None:
+            return True
+        hist = self._hist
+        hist.append(token)
+        if i == self._next_check:
+            return self._checkpoint(token, i)
+        cands = self._cands
+        if not cands:
+            return False
+        dead: list[int] = []
+        found = 0
+        for p, due in cands.items():  # ascending periods: the first due one is the shortest
+            if hist[-1 - p] != token:
+                dead.append(p)
+            elif due <= i and not found:
+                found = p
+        for p in dead:
+            del cands[p]
+        if found:
+            self.period = found
+            return True
+        return False
+
+    def _checkpoint(self, token: int, i: int) -> bool:
+        """Find every period matching at `i` and measure the runs that are new since the last checkpoint."""
+        self._next_check = i + self._interval
+        hist = self._hist
+        if len(hist) > 2 * self._keep:
+            del hist[: -self._keep]
         m = self._max_period
-        slot = i % m
-        positions = self._index.get(token)
-        runs: dict[int, int] = {}
-        if positions:
-            old_runs = self._runs
-            need = self._need
-            found = 0
-            for j in positions:  # oldest first, so the last hit is the shortest period
-                p = i - j
-                r = old_runs.get(p, 0) + 1
-                runs[p] = r
-                if r >= need[p]:
-                    found = p
-            if found and self.period is None:
-                self.period = found
-        self._runs = runs
-        if i >= m:  # the token m positions back leaves the window
-            old = self._ring[slot]
-            old_positions = self._index[old]
-            old_positions.popleft()
-            if not old_positions and old != token:
-                del self._index[old]
-        self._ring[slot] = token
-        if positions is None:
-            self._index[token] = deque((i,))
-        else:
-            positions.append(i)
-        return self.period is not None
+        window = hist[-1 - m : -1]
+        periods: list[int] = []
+        start = 0
+        try:
+            while True:  # list.index scans in C: cheaper than a position index kept up to date per token
+                j = window.index(token, start)
+                periods.append(len(window) - j)
+                start = j + 1
+        except ValueError:
+            pass
+        periods.reverse()
+        old = self._cands
+        need = self._need
+        cands: dict[int, int] = {}
+        spans: list[tuple[int, int]] = []
+        found = 0
+        last = len(hist) - 1
+        for p in periods:
+            due = old.get(p)
+            if due is None:
+                # Fine-Wilf: a multiple of a tracked period whose periodic tail is at least that long
+                # repeats that shorter cycle; it ends with it and cannot reach its own `need` first
+                if any(p % q == 0 and span >= p for q, span in spans):
+                    continue
+                run = 0
+                limit = min(need[p], last - p + 1)
+                while run < limit and hist[last - run] == hist[last - run - p]:
+                    run += 1
+                due = i - run + need[p]
+            cands[p] = due
+            spans.append((p, i - due + need[p] + p))
+            if due <= i and not found:
+                found = p
+        self._cands = cands
+        if found:
+            self.period = found
+            return True
+        return False
 
     def feed_all(self, tokens: Iterable[int]) -> bool:
         for token in tokens:
