@@ -129,3 +129,48 @@ def test_settings_round_trip_through_the_engine_environment() -> None:
 def test_bad_settings_are_refused_with_the_reason(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         LoopGuardSettings.from_env(env)
+
+
+def test_every_phase_of_a_loop_against_the_checkpoints_is_caught_on_time() -> None:
+    # the detector looks up periods only every min(need) tokens (48 here): a loop may start anywhere
+    for period in (1, 2, 3, 7, 8, 16, 17, 31, 64):
+        need = max(DEFAULT.min_repeats * period, DEFAULT.min_span)
+        for prefix_len in range(0, 60):
+            prefix = list(range(5000, 5000 + prefix_len))
+            assert find_loop(prefix + cycle(period, 300 // period + 4), DEFAULT) == (prefix_len + need - 1, period)
+
+
+def nested_stream(rng: random.Random, length: int) -> list[int]:
+    """Text with cycles whose block is itself periodic ("aab aab", "!!!!" inside a longer cycle), near misses."""
+    tokens: list[int] = []
+    while len(tokens) < length:
+        kind = rng.random()
+        if kind < 0.35:
+            tokens += [rng.randint(0, 9) for _ in range(rng.randint(1, 30))]
+        elif kind < 0.7:
+            inner = [rng.randint(0, 2) for _ in range(rng.randint(1, 3))] * rng.randint(1, 5)
+            block = inner + [rng.randint(0, 3) for _ in range(rng.randint(0, 2))]
+            tokens += block * rng.randint(2, 12)
+        else:
+            tokens += [rng.randint(0, 2)] * rng.randint(1, 40)
+    return tokens[:length]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_agrees_with_the_brute_force_definition_on_nested_cycles_and_long_spans(seed: int) -> None:
+    # spans long against the checkpoint interval and cycles that are multiples of shorter ones (Fine-Wilf skip)
+    rng = random.Random(1000 + seed)
+    s = LoopGuardSettings(max_period=rng.randint(1, 24), min_repeats=rng.randint(2, 6), min_span=rng.randint(2, 70))
+    tokens = nested_stream(rng, 500)
+    expected = naive_first_loop(tokens, s)
+    assert find_loop(tokens, s) == expected
+    for cut in range(0, 40, 7):  # the same stream entered at other phases against the checkpoints
+        assert find_loop(tokens[cut:], s) == naive_first_loop(tokens[cut:], s)
+
+
+def test_a_short_cycle_inside_a_longer_one_reports_the_period_of_the_definition() -> None:
+    # 12-periodic for long, then only 4-periodic at the end: the 12 must not be hidden by the 4
+    s = LoopGuardSettings(max_period=16, min_repeats=3, min_span=30)
+    tokens = [90, 91] + [1, 2, 3, 4, 1, 2, 3, 4, 5, 6, 7, 8] * 3 + [1, 2, 3, 4] * 12
+    assert find_loop(tokens, s) == naive_first_loop(tokens, s)
+    assert find_loop(tokens, s) is not None
