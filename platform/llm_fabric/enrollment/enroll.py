@@ -147,14 +147,7 @@ def _gpu_inventory(spec: GpuSpec, inventory: Inventory, verdict: Verdict) -> Gpu
 
 
 def _host_inventory(host: HostFacts) -> HostInventory:
-    return HostInventory(
-        hostname=host.hostname,
-        cpu_model=host.cpu_model,
-        cpu_cores=host.cpu_cores,
-        memory_gb=host.memory_gb,
-        os=host.os,
-        kernel=host.kernel,
-    )
+    return HostInventory.model_validate(host.model_dump(include=set(HostInventory.model_fields)))
 
 
 def _node_labels(

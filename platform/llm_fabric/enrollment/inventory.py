@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from llm_fabric.basemodel import FabricModel
+from llm_fabric.site.models import HostInventory
 
 Vendor = Literal["nvidia", "amd"]
 Interconnect = Literal["nvswitch", "nvlink", "xgmi", "pcie"]
@@ -58,13 +59,9 @@ class Topology(FabricModel):
         return "nvlink" if nvlinked else "pcie"
 
 
-class HostFacts(FabricModel):
-    hostname: str | None = None
-    cpu_model: str | None = None
-    cpu_cores: int | None = None
-    memory_gb: float | None = None
-    os: str | None = None
-    kernel: str | None = None
+class HostFacts(HostInventory):
+    """The manifest's host summary plus what admission reads but the manifest does not keep."""
+
     disks: list[str] = Field(default_factory=list, description="NAME SIZE_GB MODEL")
     nics: list[str] = Field(default_factory=list)
 

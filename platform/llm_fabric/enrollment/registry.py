@@ -6,8 +6,6 @@ enrolments into one repo at the same time cannot both claim a GPU and neither lo
 
 from __future__ import annotations
 
-import fcntl
-import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from ruamel.yaml import YAML
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_document
@@ -35,29 +32,20 @@ def node_path(root: Path, name: str) -> Path:
 
 
 def manifest_text(manifest: NodeManifest) -> str:
-    data = manifest.model_dump(mode="json", exclude_none=True)
-    yaml = YAML()
-    yaml.default_flow_style = False
-    yaml.width = 4096
-    buffer = io.StringIO()
-    yaml.dump(data, buffer)
+    body = dump_yaml(manifest.model_dump(mode="json", exclude_none=True))
     header = (
         f"{modeline(Path(NODES) / (manifest.name + '.yaml'))}\n"
         "# Written by `fabric enroll`; signed: edit it by re-enrolling, never by hand.\n"
     )
-    return header + buffer.getvalue()
+    return header + body
 
 
 @contextmanager
 def _enroll_lock(root: Path) -> Iterator[None]:
     if not gitrepo.is_repo(root):
         raise UsageError(f"{root} is not a git site repo", hint="create one with `fabric init DIR`")
-    with open(root / ".git" / "fabric-enroll.lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with gitrepo.file_lock(root / ".git" / "fabric-enroll.lock"):
+        yield
 
 
 def load_nodes(root: Path) -> dict[str, NodeManifest]:

@@ -10,7 +10,7 @@ import fcntl
 import os
 import subprocess
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from llm_fabric.errors import UsageError
@@ -50,14 +50,18 @@ def init_repo(root: Path) -> None:
 
 
 @contextmanager
-def repo_lock(root: Path) -> Iterator[None]:
-    lock_path = root / ".git" / "fabric.lock"
+def file_lock(lock_path: Path) -> Iterator[None]:
+    """An exclusive flock on `lock_path`, held for the with-block (blocks until it is free)."""
     with open(lock_path, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def repo_lock(root: Path) -> AbstractContextManager[None]:
+    return file_lock(root / ".git" / "fabric.lock")
 
 
 def commit_paths(root: Path, paths: Sequence[Path], message: str) -> str | None:
