@@ -100,7 +100,8 @@ _row = st.tuples(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(_row, min_size=1, max_size=300))
 def test_aggregates_match_a_plain_python_reference(tmp_path: Path, rows: list[tuple[str, str, int, int, int]]) -> None:
-    """Exact nearest-rank percentiles (bucketed in DuckDB, then refined), sums, minute peaks and days."""
+    """Exact nearest-rank percentiles (per-length counts below tally.DENSE, sorted values above), sums, minute
+    peaks and days, read through DuckDB (JSON Lines)."""
     path = _write(tmp_path / "h.jsonl", [
         {"ts": f"{NOV.start + timedelta(minutes=minute, seconds=7):%Y-%m-%dT%H:%M:%SZ}", "model": m, "tenant": t,
          "prompt_tokens": plen, "completion_tokens": out, "status": "ok"}
