@@ -38,10 +38,13 @@ BATCH = 1 << 18
 
 @dataclass(frozen=True)
 class Task:
-    """A share of the records one thread reads: `where` names it in errors and progress."""
+    """A share of the records one thread reads: `where` names it in errors and progress.
+
+    `batches(spare_cpus)`: with CPUs to spare (fewer tasks than threads), a task may decode with them.
+    """
 
     where: str
-    batches: Callable[[], Iterator[pa.RecordBatch]]
+    batches: Callable[[bool], Iterator[pa.RecordBatch]]
 
 
 def _is_string(kind: pa.DataType) -> bool:
@@ -66,11 +69,11 @@ def _direct(schema: pa.Schema) -> bool:
     )
 
 
-def _row_group_reader(path: Path, index: int, columns: list[str]) -> Callable[[], Iterator[pa.RecordBatch]]:
-    def read() -> Iterator[pa.RecordBatch]:
+def _row_group_reader(path: Path, index: int, columns: list[str]) -> Callable[[bool], Iterator[pa.RecordBatch]]:
+    def read(spare_cpus: bool) -> Iterator[pa.RecordBatch]:
         try:
             file = pq.ParquetFile(path, read_dictionary=list(STRINGS))
-            yield from file.iter_batches(batch_size=BATCH, row_groups=[index], columns=columns, use_threads=False)
+            yield from file.iter_batches(batch_size=BATCH, row_groups=[index], columns=columns, use_threads=spare_cpus)
         except (pa.ArrowException, OSError) as exc:
             raise UsageError(f"{path}: cannot read row group {index} of the request records: {exc}") from exc
 
@@ -102,7 +105,7 @@ def duckdb_task(con: duckdb.DuckDBPyConnection, source: RecordSource) -> Task:
     """The view `records` (register_records) as one stream of batches."""
     where = "request records (" + ", ".join(str(p) for p in source.files) + ")"
 
-    def read() -> Iterator[pa.RecordBatch]:
+    def read(_spare_cpus: bool) -> Iterator[pa.RecordBatch]:  # DuckDB uses every CPU anyway
         try:
             yield from con.sql(f"SELECT {', '.join(COLUMNS)} FROM records").to_arrow_reader(BATCH)
         except duckdb.Error as exc:

@@ -1,7 +1,7 @@
 """Usage from request records: the figures the books take from them, per model, tenant and day.
 
-The records are read once (llm_fabric.ledger.record_batches) and tallied by numpy, one tally per
-CPU (llm_fabric.ledger.tally, whose docstring states the invariants: integer tokens, exact sums,
+The records are read once (llm_fabric.ledger.record_batches) and tallied by a compiled loop, one tally
+per CPU (llm_fabric.ledger.tally, whose docstring states the invariants: integer tokens, exact sums,
 exact nearest-rank percentiles, records outside the month counted but not tallied). DuckDB reads
 what pyarrow cannot take as it is (JSON Lines, CSV, LiteLLM exports) and deduplicates by
 `request_id`. Natural keys: (model, tenant) pairs and (model, day); dicts come back sorted by them,
@@ -126,6 +126,7 @@ def tally_records(tasks: list[Task], month: Month, where: str,
     note = progress or (lambda _msg: None)
     queue: Iterator[tuple[int, Task]] = iter(enumerate(tasks, 1))
     lock = threading.Lock()
+    spare_cpus = len(tasks) < _threads()
 
     def work() -> list[Tally]:
         tallies = [Tally(month, where)]
@@ -137,7 +138,7 @@ def tally_records(tasks: list[Task], month: Month, where: str,
             if item is None:
                 return tallies
             tallies[-1].where = item[1].where
-            for batch in item[1].batches():
+            for batch in item[1].batches(spare_cpus):
                 if tallies[-1].full(batch.num_rows):
                     tallies.append(Tally(month, item[1].where))
                 tallies[-1].add(normalise(batch, item[1].where))
