@@ -45,9 +45,12 @@ def worker(kind: str, path: Path) -> None:
         imported = time.perf_counter()
         con.execute(BASELINES[kind].format(path=path)).fetchall()
     else:
+        import llm_fabric.ledger.record_batches  # noqa: F401  (pyarrow, as `import duckdb` for the baselines)
         from llm_fabric.ledger.period import Month
+        from llm_fabric.ledger.tally import load_kernel
         from llm_fabric.ledger.usage import aggregate_records, connect
 
+        load_kernel()
         con = connect(Path("/tmp"))
         imported = time.perf_counter()
         usage = aggregate_records(con, [path], Month.parse(MONTH))

@@ -18,10 +18,10 @@ Invariants:
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-import numba
 import numpy as np
 import numpy.typing as npt
 
@@ -71,23 +71,6 @@ class Columns:
         return len(self.ts_us)
 
 
-# numba ships no type hints; its type objects are built through an Any
-_nb: Any = numba
-_RO_INTS = _nb.types.Array(numba.int64, 1, "C", readonly=True)
-_RO_CODES = _nb.types.Array(numba.int32, 1, "C", readonly=True)
-_RO_FLOATS = _nb.types.Array(numba.float64, 1, "C", readonly=True)
-
-
-# one explicit signature: compiled (or loaded from numba's cache) at import, not on the first batch
-@numba.njit(
-    _nb.types.UniTuple(numba.int64, 3)(
-        _RO_INTS, _RO_CODES, _RO_CODES, _RO_CODES, _RO_INTS, _RO_INTS, _RO_INTS, _RO_INTS, _RO_FLOATS,
-        numba.int64[::1], numba.int64[::1], numba.int64, numba.int64,
-        numba.int64[:, :, :, :, ::1], numba.int64[:, ::1], numba.int64[:, ::1], numba.int32[:, ::1],
-        numba.int32[:, ::1], numba.int32[:, ::1],
-    ),
-    nogil=True, cache=True,
-)
 def _tally_batch(ts, mcode, tcode, scode, ok_lut, prompt, output, cached, ttft, mmap, tmap,  # type: ignore[no-untyped-def]
                  start_us, end_us, cells, minute_in, minute_out, model_len, tenant_len, long):
     """Add one batch; returns (records outside the month, long lengths written to `long`, first bad row or -1).
@@ -145,6 +128,36 @@ def _grow(array: npt.NDArray[Any], axis: int, size: int) -> npt.NDArray[Any]:
     grown = np.zeros(shape, dtype=array.dtype)
     grown[tuple(slice(0, n) for n in array.shape)] = array
     return grown
+
+
+_kernel_lock = threading.Lock()
+_kernel: Any = None
+
+
+def load_kernel() -> Any:
+    """`_tally_batch` compiled by numba (or loaded from numba's cache), once per process.
+
+    Not at import: numba and the compiled loop take 0.5-1 s to load, and only a process that reads
+    request records needs them (not `fabric exporter` or a report from Prometheus alone). One explicit
+    signature, so the loop is ready before the first batch rather than compiled on it.
+    """
+    global _kernel
+    with _kernel_lock:
+        if _kernel is None:
+            import numba
+
+            nb: Any = numba  # numba ships no type hints
+            ints = nb.types.Array(nb.int64, 1, "C", readonly=True)
+            codes = nb.types.Array(nb.int32, 1, "C", readonly=True)
+            floats = nb.types.Array(nb.float64, 1, "C", readonly=True)
+            signature = nb.types.UniTuple(nb.int64, 3)(
+                ints, codes, codes, codes, ints, ints, ints, ints, floats,
+                nb.int64[::1], nb.int64[::1], nb.int64, nb.int64,
+                nb.int64[:, :, :, :, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.int32[:, ::1],
+                nb.int32[:, ::1], nb.int32[:, ::1],
+            )
+            _kernel = nb.njit(signature, nogil=True, cache=True)(_tally_batch)
+        return _kernel
 
 
 def _bad_value(cols: Columns, row: int) -> tuple[str, float, str]:
@@ -218,7 +231,7 @@ class Tally:
             raise ValueError(f"batches hold at most {MAX_BATCH} records, tallies at most {MAX_ROWS}")
         mmap, tmap = self.models.map(cols.model.names), self.tenants.map(cols.tenant.names)
         self._reserve(len(self.models.index), len(self.tenants.index), len(cols))
-        outside, nlong, bad = _tally_batch(
+        outside, nlong, bad = load_kernel()(
             cols.ts_us, cols.model.codes, cols.tenant.codes, cols.status, cols.ok_lut, cols.prompt, cols.output,
             cols.cached, cols.ttft_ms, mmap, tmap, self.start_us, self.end_us, self.cells, self.minute_input,
             self.minute_output, self.model_lengths, self.tenant_lengths, self._long,

@@ -17,14 +17,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
 import numpy.typing as npt
 
 from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.record_batches import Task, duckdb_task, normalise, parquet_tasks
 from llm_fabric.ledger.records import RecordFormat, RecordSource, register_records
 from llm_fabric.ledger.tally import (
     CACHED,
@@ -35,9 +34,13 @@ from llm_fabric.ledger.tally import (
     TTFT_US,
     Ints,
     Tally,
+    load_kernel,
     long_values_by,
     nearest_rank,
 )
+
+if TYPE_CHECKING:
+    from llm_fabric.ledger.record_batches import Task
 
 PERCENTILES = (50, 95, 99)
 Lengths = npt.NDArray[np.signedinteger[Any]]
@@ -123,6 +126,9 @@ def connect(temp_dir: Path | None = None, memory_limit: str = "1GB") -> duckdb.D
 def tally_records(tasks: list[Task], month: Month, where: str,
                   progress: Callable[[str], None] | None = None) -> Tally:
     """Every task's records in one tally; tasks are shared out among one thread per CPU."""
+    from llm_fabric.ledger.record_batches import normalise  # pyarrow: only where records are read
+
+    load_kernel()  # here, not in each thread
     note = progress or (lambda _msg: None)
     queue: Iterator[tuple[int, Task]] = iter(enumerate(tasks, 1))
     lock = threading.Lock()
@@ -212,6 +218,8 @@ def aggregate_records(
     source = register_records(con, paths, fmt)
     if source is None:
         return None
+    from llm_fabric.ledger.record_batches import duckdb_task, parquet_tasks
+
     tasks = parquet_tasks(source) or [duckdb_task(con, source)]
     where = "request records (" + ", ".join(str(p) for p in paths) + ")"
     tally = tally_records(tasks, month, where, progress)
