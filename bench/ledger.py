@@ -100,6 +100,8 @@ def main() -> None:
         for _ in range(args.runs):  # taking turns, so a change in the shared machine's load hits all alike
             for kind in KINDS:
                 runs[kind].append(run_measure(kind, path))
+        print(f"({n:,} records, each run's seconds: " + "; ".join(
+            f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items()) + ")", file=sys.stderr)
         sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
         rss = {k: max(r[1] for r in v) for k, v in runs.items()}
         imp = {k: statistics.median(r[2] for r in v) for k, v in runs.items()}

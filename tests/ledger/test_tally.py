@@ -156,6 +156,51 @@ def test_a_full_tally_is_split_and_merged_without_loss(tmp_path: Path, monkeypat
     assert _figures(split) == _figures(whole) and split.daily == whole.daily
 
 
+def test_many_names_and_very_long_prompts_widen_the_keys(tmp_path: Path) -> None:
+    """Past 128 names or a length of 2^24 the long-length keys turn 64-bit, mid-run, without loss."""
+    rows = _rows(4000, seed=11)
+    for i, r in enumerate(rows):
+        r["ts"] = r["ts"].replace(tzinfo=None)  # type: ignore[attr-defined]
+        if i >= 2000:  # the first row groups stay within 32-bit keys, the later ones do not
+            r["tenant"] = f"t{i % 150}"
+            if i % 97 == 0:
+                r["prompt_tokens"] = 20_000_000 + i
+    result = aggregate_records(connect(), [_parquet(tmp_path / "wide.parquet", rows, row_group=500)], NOV)
+    assert result is not None
+    for r in rows:
+        r["ts"] = r["ts"].replace(tzinfo=UTC)  # type: ignore[attr-defined]
+    assert _figures(result) == _reference(rows)
+    assert max(p for f in result.by_tenant.values() for p in f.prompt_percentiles.values()) > 1 << 24
+
+
+def _tally_of(rows: list[Row], path: Path) -> tally.Tally:
+    """One tally of its own (own name registries), as a caller outside tally_records would make."""
+    from llm_fabric.ledger.record_batches import normalise
+
+    part = tally.Tally(NOV, str(path))
+    for batch in pq.ParquetFile(_parquet(path, rows, row_group=300)).iter_batches(batch_size=300):
+        part.add(normalise(batch, str(path)))
+    return part
+
+
+def test_tallies_with_their_own_registries_merge_by_name(tmp_path: Path) -> None:
+    """Tallies that do not share registries (other name orders, 32- and 64-bit keys) are re-indexed."""
+    rows = _rows(1500, seed=5)
+    for r in rows:
+        r["ts"] = r["ts"].replace(tzinfo=None)  # type: ignore[attr-defined]
+    rows[1200]["prompt_tokens"] = 30_000_000  # the third part's keys are 64-bit, the others' 32-bit
+    parts = [_tally_of(list(reversed(rows[:600])), tmp_path / "a.parquet"),
+             _tally_of(rows[600:1000], tmp_path / "b.parquet"), _tally_of(rows[1000:], tmp_path / "c.parquet")]
+    assert [p.long.shift for p in parts] == [24, 24, 32]
+    assert parts[0].models.names != parts[1].models.names or parts[0].tenants.names != parts[1].tenants.names
+    merged = tally.Tally.merge(parts)
+    source = usage.RecordSource(files=[], formats=["fabric"], has_cached=True, has_ttft=True, deduplicated=False)
+    result = usage._usage(merged, source, NOV)
+    for r in rows:
+        r["ts"] = r["ts"].replace(tzinfo=UTC)  # type: ignore[attr-defined]
+    assert _figures(result) == _reference(rows)
+
+
 def test_missing_values(tmp_path: Path) -> None:
     """A missing prompt length counts 0 tokens and no length; a missing TTFT is left out of the mean."""
     base = {"ts": "2026-11-04T10:00:00Z", "model": "a", "tenant": "t", "completion_tokens": 1, "status": "ok"}

@@ -11,13 +11,14 @@ Invariants:
   read which records, so re-running a month gives the same books.
 - Token counts are whole numbers from 0 to 2^31 - 1 (a record outside that is an error).
 - Prompt-length percentiles are exact (nearest rank): lengths below `DENSE` are counted per length,
-  longer ones are kept as values and sorted once at the end.
+  longer ones per bucket and kept as (index << shift | length) keys (prompt_lengths).
+- The tallies of one run share their name registries, so a model or tenant has the same index in
+  every thread's tally and merging them is plain addition.
 - Records outside the month are counted, not tallied; a record with no timestamp is outside.
 """
 
 from __future__ import annotations
 
-import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,13 +28,20 @@ import numpy.typing as npt
 
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.prompt_lengths import (
+    COLUMNS,
+    DENSE,
+    DENSE_BITS,
+    LOG2_BYTE,
+    STEP_BITS,
+    STEP_MASK,
+    LongLengths,
+    load_collector,
+)
 
 Ints = npt.NDArray[np.int64]
 Codes = npt.NDArray[np.int32]
 
-# Lengths below DENSE are counted per length, in int32 counters: 20 tenants' counters (330 KB) stay
-# in a core's 512 KB L2 cache. Measured per record: 2^12 int32 35 ns, int64 54 ns; 2^14 int64 47-85 ns.
-DENSE = 1 << 12
 MAX_BATCH = 1 << 20
 MAX_COUNT = 1 << 31
 MAX_ROWS = MAX_COUNT - MAX_BATCH  # records one Tally takes, so that no int32 counter can overflow
@@ -72,16 +80,26 @@ class Columns:
 
 
 def _tally_batch(ts, mcode, tcode, scode, ok_lut, prompt, output, cached, ttft, mmap, tmap,  # type: ignore[no-untyped-def]
-                 start_us, end_us, cells, minute_in, minute_out, model_len, tenant_len, long):
-    """Add one batch; returns (records outside the month, long lengths written to `long`, first bad row or -1).
+                 start_us, end_us, cells, minute_in, minute_out, model_len, tenant_len, model_wraps, tenant_wraps,
+                 keys, nlong, shift):
+    """Add one batch; returns (records outside the month, end of the keys written from `nlong`, first bad row or -1).
+
+    A length is counted in its column of `model_len` and `tenant_len`: itself below DENSE, else its
+    bucket's (prompt_lengths). The counters are 8-bit, a quarter of the cache lines of 32-bit ones
+    (at 32 bits the tenants' table cost 13 ns a record); a wrap past 255 adds one to `*_wraps`.
+    A length >= DENSE also goes to `keys` as (model index << shift | length) in row 0 and (tenant
+    index << shift | length) in row 1, from column `nlong` on.
 
     Every column is read once, here, rather than converted by numpy first: each numpy pass over a
-    batch costs about as much as this whole loop.
+    batch costs about as much as this whole loop. The arrays are indexed flat, by unsigned offsets:
+    numba then skips its negative-index checks, which took a quarter of the loop's time.
     """
     outside = 0
-    nlong = 0
-    dense = model_len.shape[1] - 1
     has_ttft = ttft.shape[0] == ts.shape[0]
+    tenants, days, minutes, lengths = cells.shape[1], cells.shape[2], minute_in.shape[1], model_len.shape[1]
+    cell, minute_i, minute_o = cells.reshape(-1), minute_in.reshape(-1), minute_out.reshape(-1)
+    model_n, tenant_n, model_keys, tenant_keys = model_len.reshape(-1), tenant_len.reshape(-1), keys[0], keys[1]
+    model_w, tenant_w = model_wraps.reshape(-1), tenant_wraps.reshape(-1)
     for i in range(ts.shape[0]):
         t = ts[i]
         if t < start_us or t >= end_us:
@@ -95,27 +113,37 @@ def _tally_batch(ts, mcode, tcode, scode, ok_lut, prompt, output, cached, ttft, 
             if not abs(ttft[i]) < MAX_TTFT_MS:
                 return outside, nlong, i
             ttft_us = int(np.rint(ttft[i] * 1000.0))
-        minute = (t - start_us) // US_PER_MINUTE
-        day = minute // 1440
-        m, te, ok = mmap[mcode[i]], tmap[tcode[i]], ok_lut[scode[i]]
+        minute = np.uint64(t - start_us) // np.uint64(US_PER_MINUTE)  # unsigned: no floor-division sign fix-up
+        day = minute // np.uint64(1440)
+        m, te, ok = mmap[np.uint32(mcode[i])], tmap[np.uint32(tcode[i])], ok_lut[np.uint32(scode[i])]
         tokens_in = max(p, 0)
-        cells[m, te, day, ok, COUNT] += 1
-        cells[m, te, day, ok, INPUT] += tokens_in
-        cells[m, te, day, ok, CACHED] += c
-        cells[m, te, day, ok, OUTPUT] += o
+        at = ((np.uint64((m * tenants + te) * days) + day) * np.uint64(2) + np.uint64(ok)) * np.uint64(FIELDS)
+        cell[at + np.uint64(COUNT)] += 1
+        cell[at + np.uint64(INPUT)] += tokens_in
+        cell[at + np.uint64(CACHED)] += c
+        cell[at + np.uint64(OUTPUT)] += o
         if ttft_us != MISSING:
-            cells[m, te, day, ok, TTFT_N] += 1
-            cells[m, te, day, ok, TTFT_US] += ttft_us
-        minute_in[m, minute] += tokens_in
-        minute_out[m, minute] += o
-        if p >= dense:
-            model_len[m, dense] += 1
-            tenant_len[te, dense] += 1
-            long[0, nlong], long[1, nlong], long[2, nlong] = m, te, p
-            nlong += 1
-        elif p != MISSING:
-            model_len[m, p] += 1
-            tenant_len[te, p] += 1
+            cell[at + np.uint64(TTFT_N)] += 1
+            cell[at + np.uint64(TTFT_US)] += ttft_us
+        at = np.uint64(m * minutes) + minute
+        minute_i[at] += tokens_in
+        minute_o[at] += o
+        if p != MISSING:
+            column = p
+            if p >= DENSE:
+                x = p >> DENSE_BITS  # e = floor(log2(p)) - DENSE_BITS, from a table (prompt_lengths); p < 2^31
+                e = LOG2_BYTE[x] if x < 256 else 8 + LOG2_BYTE[x >> 8] if x < 65536 else 16 + LOG2_BYTE[x >> 16]
+                column = DENSE + (e << STEP_BITS) + ((p >> (e + DENSE_BITS - STEP_BITS)) & STEP_MASK)
+                model_keys[np.uint64(nlong)], tenant_keys[np.uint64(nlong)] = (m << shift) | p, (te << shift) | p
+                nlong += 1
+            at = np.uint64(m * lengths + column)
+            model_n[at] += 1
+            if model_n[at] == 0:
+                model_w[at] += 1
+            at = np.uint64(te * lengths + column)
+            tenant_n[at] += 1
+            if tenant_n[at] == 0:
+                tenant_w[at] += 1
     return outside, nlong, -1
 
 
@@ -139,7 +167,8 @@ def load_kernel() -> Any:
 
     Not at import: numba and the compiled loop take 0.5-1 s to load, and only a process that reads
     request records needs them (not `fabric exporter` or a report from Prometheus alone). One explicit
-    signature, so the loop is ready before the first batch rather than compiled on it.
+    signature per kind of key (32 and 64 bits), so the loop is ready before the first batch rather than
+    compiled on it.
     """
     global _kernel
     with _kernel_lock:
@@ -150,14 +179,32 @@ def load_kernel() -> Any:
             ints = nb.types.Array(nb.int64, 1, "C", readonly=True)
             codes = nb.types.Array(nb.int32, 1, "C", readonly=True)
             floats = nb.types.Array(nb.float64, 1, "C", readonly=True)
-            signature = nb.types.UniTuple(nb.int64, 3)(
+            signatures = [nb.types.UniTuple(nb.int64, 3)(
                 ints, codes, codes, codes, ints, ints, ints, ints, floats,
                 nb.int64[::1], nb.int64[::1], nb.int64, nb.int64,
-                nb.int64[:, :, :, :, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.int32[:, ::1],
-                nb.int32[:, ::1], nb.int32[:, ::1],
-            )
-            _kernel = nb.njit(signature, nogil=True, cache=True)(_tally_batch)
+                nb.int64[:, :, :, :, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.uint8[:, ::1],
+                nb.uint8[:, ::1], nb.int32[:, ::1], nb.int32[:, ::1], keys[:, ::1], nb.int64, nb.int64,
+            ) for keys in (nb.int32, nb.int64)]
+            kernel = nb.njit(signatures, nogil=True, cache=True)(_tally_batch)
+            _first_call(kernel)
+            load_collector()  # its partner for the percentiles, while numba is loading
+            _kernel = kernel
         return _kernel
+
+
+def _first_call(kernel: Any) -> None:
+    """Call the loop once on no records: numba's first dispatch imports numpy.ma (30 ms), here
+    rather than in the middle of the first batch."""
+    def empty(dtype: type[np.generic], *shape: int) -> npt.NDArray[Any]:
+        array = np.zeros(shape or (0,), dtype=dtype)
+        array.flags.writeable = False
+        return array
+
+    ints, codes = empty(np.int64), empty(np.int32)
+    kernel(ints, codes, codes, codes, ints, ints, ints, ints, empty(np.float64), np.zeros(0, np.int64),
+           np.zeros(0, np.int64), 0, 0, np.zeros((0, 0, 0, 0, 0), np.int64), np.zeros((0, 0), np.int64),
+           np.zeros((0, 0), np.int64), np.zeros((0, 0), np.uint8), np.zeros((0, 0), np.uint8),
+           np.zeros((0, 0), np.int32), np.zeros((0, 0), np.int32), np.zeros((2, 0), np.int32), 0, 24)
 
 
 def _bad_value(cols: Columns, row: int) -> tuple[str, float, str]:
@@ -170,18 +217,24 @@ def _bad_value(cols: Columns, row: int) -> tuple[str, float, str]:
     return "ttft_ms", float(cols.ttft_ms[row]), f"time to first token is in milliseconds, below {MAX_TTFT_MS:.0f}"
 
 
-class _Names:
-    """Names in order of first appearance -> index; maps a batch's dictionary to those indexes."""
+class Names:
+    """Names in order of first appearance -> index; maps a batch's dictionary to those indexes.
+
+    Thread-safe: the tallies of one run share one registry per kind (tally_records).
+    """
 
     def __init__(self) -> None:
         self.index: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     def map(self, names: list[str]) -> Ints:
-        return np.array([self.index.setdefault(n, len(self.index)) for n in names], dtype=np.int64)
+        with self._lock:
+            return np.array([self.index.setdefault(n, len(self.index)) for n in names], dtype=np.int64)
 
     @property
     def names(self) -> list[str]:
-        return list(self.index)
+        with self._lock:
+            return list(self.index)
 
 
 @dataclass
@@ -190,16 +243,18 @@ class Tally:
 
     month: Month
     where: str  # what the records are, for error messages
-    models: _Names = field(default_factory=_Names)
-    tenants: _Names = field(default_factory=_Names)
+    models: Names = field(default_factory=Names)
+    tenants: Names = field(default_factory=Names)
     cells: Ints = field(init=False)  # [model, tenant, day, ok, field]
     minute_input: Ints = field(init=False)  # [model, minute of the month]
     minute_output: Ints = field(init=False)
-    # [model | tenant, length]; the last column counts lengths >= DENSE (int32 while tallying, int64 merged)
-    model_lengths: npt.NDArray[np.signedinteger[Any]] = field(init=False)
-    tenant_lengths: npt.NDArray[np.signedinteger[Any]] = field(init=False)
-    # lengths >= DENSE as [model index, tenant index, length] columns, one array per batch
-    long_parts: list[Codes] = field(default_factory=list)
+    # [model | tenant, length or DENSE + bucket] (prompt_lengths): count = lengths + 256 x wraps;
+    # uint8 and int32 while tallying, exact int64 (and no wraps) once merged
+    model_lengths: npt.NDArray[np.integer[Any]] = field(init=False)
+    tenant_lengths: npt.NDArray[np.integer[Any]] = field(init=False)
+    model_wraps: npt.NDArray[np.int32] = field(init=False)
+    tenant_wraps: npt.NDArray[np.int32] = field(init=False)
+    long: LongLengths = field(default_factory=LongLengths)  # lengths >= DENSE
     rows: int = 0
     rows_outside: int = 0
 
@@ -210,17 +265,19 @@ class Tally:
         self.cells = np.zeros((0, 0, self.days, 2, FIELDS), dtype=np.int64)
         self.minute_input = np.zeros((0, self.days * 1440), dtype=np.int64)
         self.minute_output = np.zeros((0, self.days * 1440), dtype=np.int64)
-        self.model_lengths = np.zeros((0, DENSE + 1), dtype=np.int32)
-        self.tenant_lengths = np.zeros((0, DENSE + 1), dtype=np.int32)
-        self._long = np.zeros((3, 0), dtype=np.int32)
+        self.model_lengths = np.zeros((0, COLUMNS), dtype=np.uint8)
+        self.tenant_lengths = np.zeros((0, COLUMNS), dtype=np.uint8)
+        self.model_wraps = np.zeros((0, COLUMNS), dtype=np.int32)
+        self.tenant_wraps = np.zeros((0, COLUMNS), dtype=np.int32)
 
-    def _reserve(self, models: int, tenants: int, batch: int = 0) -> None:
+    def _reserve(self, models: int, tenants: int) -> None:
         self.cells = _grow(_grow(self.cells, 0, models), 1, tenants)
         self.minute_input = _grow(self.minute_input, 0, models)
         self.minute_output = _grow(self.minute_output, 0, models)
         self.model_lengths = _grow(self.model_lengths, 0, models)
         self.tenant_lengths = _grow(self.tenant_lengths, 0, tenants)
-        self._long = _grow(self._long, 1, batch)
+        self.model_wraps = _grow(self.model_wraps, 0, models)
+        self.tenant_wraps = _grow(self.tenant_wraps, 0, tenants)
 
     def full(self, batch: int) -> bool:
         """Whether `batch` more records could overflow a counter: start another Tally then."""
@@ -230,76 +287,56 @@ class Tally:
         if len(cols) > MAX_BATCH or self.full(len(cols)):
             raise ValueError(f"batches hold at most {MAX_BATCH} records, tallies at most {MAX_ROWS}")
         mmap, tmap = self.models.map(cols.model.names), self.tenants.map(cols.tenant.names)
-        self._reserve(len(self.models.index), len(self.tenants.index), len(cols))
-        outside, nlong, bad = load_kernel()(
+        models, tenants = int(mmap.max(initial=-1)) + 1, int(tmap.max(initial=-1)) + 1
+        self._reserve(models, tenants)
+        self.long.reserve(max(models, tenants), int(cols.prompt.max(initial=0)), len(cols))
+        outside, used, bad = load_kernel()(
             cols.ts_us, cols.model.codes, cols.tenant.codes, cols.status, cols.ok_lut, cols.prompt, cols.output,
             cols.cached, cols.ttft_ms, mmap, tmap, self.start_us, self.end_us, self.cells, self.minute_input,
-            self.minute_output, self.model_lengths, self.tenant_lengths, self._long,
+            self.minute_output, self.model_lengths, self.tenant_lengths, self.model_wraps, self.tenant_wraps,
+            self.long.buffer, self.long.used,
+            self.long.shift,
         )
         if bad >= 0:
             column, value, right = _bad_value(cols, bad)
             raise UsageError(f"{self.where}: {column} = {value} in a request record", hint=right)
         self.rows += len(cols)
         self.rows_outside += outside
-        if nlong:
-            self.long_parts.append(self._long[:, :nlong].copy())
+        self.long.used = used
+
+    def _exact_lengths(self) -> None:
+        """The length counters as exact int64 counts, their wraps folded in (and zeroed)."""
+        if self.model_lengths.dtype != np.int64:
+            self.model_lengths = self.model_lengths.astype(np.int64) + (self.model_wraps.astype(np.int64) << 8)
+            self.tenant_lengths = self.tenant_lengths.astype(np.int64) + (self.tenant_wraps.astype(np.int64) << 8)
+            self.model_wraps, self.tenant_wraps = np.zeros_like(self.model_wraps), np.zeros_like(self.tenant_wraps)
 
     @classmethod
     def merge(cls, parts: list[Tally]) -> Tally:
-        """One tally with every part's records, models and tenants indexed in sorted name order."""
+        """One tally with every part's records; names indexed in order of first appearance across parts.
+
+        Parts sharing their registries (one run's threads) are added into the first, indexes and keys
+        as they are; others into a new tally, re-indexed. Names are not sorted here: reports sort them.
+        """
         if not parts:
             raise ValueError("nothing to merge")
-        out = cls(parts[0].month, parts[0].where)
-        for name in sorted({n for p in parts for n in p.models.index}):
-            out.models.index[name] = len(out.models.index)
-        for name in sorted({n for p in parts for n in p.tenants.index}):
-            out.tenants.index[name] = len(out.tenants.index)
+        first = parts[0]
+        shared = all(p.models is first.models and p.tenants is first.tenants for p in parts)
+        out, rest = (first, parts[1:]) if shared else (cls(first.month, first.where), parts)
+        maps = [(out.models.map(p.models.names), out.tenants.map(p.tenants.names)) for p in rest]
         out._reserve(len(out.models.index), len(out.tenants.index))
-        out.model_lengths, out.tenant_lengths = (a.astype(np.int64) for a in (out.model_lengths, out.tenant_lengths))
-        for part in parts:
-            mmap, tmap = out.models.map(part.models.names), out.tenants.map(part.tenants.names)
+        out._exact_lengths()
+        for part, (mmap, tmap) in zip(rest, maps, strict=True):
+            # a part's arrays may be shorter than its shared registry (names another thread added later)
+            mmap, tmap = mmap[:part.cells.shape[0]], tmap[:part.cells.shape[1]]
             dm, dt = len(mmap), len(tmap)
             out.cells[np.ix_(mmap, tmap)] += part.cells[:dm, :dt]
             out.minute_input[mmap] += part.minute_input[:dm]
             out.minute_output[mmap] += part.minute_output[:dm]
+            part._exact_lengths()
             out.model_lengths[mmap] += part.model_lengths[:dm]
             out.tenant_lengths[tmap] += part.tenant_lengths[:dt]
-            for long in part.long_parts:
-                out.long_parts.append(np.stack([mmap[long[0]], tmap[long[1]], long[2]]).astype(np.int32))
+            out.long.extend(part.long, mmap, tmap)
             out.rows += part.rows
             out.rows_outside += part.rows_outside
         return out
-
-
-def nearest_rank(counts: npt.NDArray[np.signedinteger[Any]], long_sorted: npt.NDArray[np.signedinteger[Any]],
-                 percentiles: tuple[int, ...]) -> dict[int, int]:
-    """Nearest-rank percentiles: the smallest length whose cumulative count reaches ceil(p x n / 100).
-
-    `counts[x]` is how many lengths equal x for x < DENSE; `long_sorted` are the lengths >= DENSE, sorted.
-    """
-    cumulative = np.cumsum(counts[:DENSE])
-    dense = int(cumulative[-1]) if len(cumulative) else 0
-    n = dense + len(long_sorted)
-    out: dict[int, int] = {}
-    for p in percentiles if n else ():
-        rank = (p * n + 99) // 100
-        out[p] = int(np.searchsorted(cumulative, rank)) if rank <= dense else int(long_sorted[rank - dense - 1])
-    return out
-
-
-def long_values_by(tally: Tally, side: int, names: int) -> dict[int, npt.NDArray[np.signedinteger[Any]]]:
-    """The lengths >= DENSE per model (side 0) or tenant (side 1) index below `names`, sorted.
-
-    One sort of (index << shift | length), numpy's SIMD sort: several times faster than grouping by
-    an argsort first, and twice as fast again in 32 bits, which fit while there are fewer than 128
-    names and every length is below 2^24. Each index's run is then found by binary search.
-    """
-    if not tally.long_parts:
-        return {}
-    narrow = names < 1 << 7 and max(int(part[2].max()) for part in tally.long_parts) < 1 << 24
-    shift, kind = (24, np.int32) if narrow else (32, np.int64)
-    keys: npt.NDArray[np.signedinteger[Any]] = np.concatenate(
-        [np.left_shift(part[side].astype(kind), shift) | part[2].astype(kind) for part in tally.long_parts])
-    keys.sort()
-    bounds = np.searchsorted(keys, np.left_shift(np.arange(names + 1, dtype=kind), shift))
-    return {g: keys[s:e] & ((1 << shift) - 1) for g, (s, e) in enumerate(itertools.pairwise(bounds)) if e > s}

@@ -17,33 +17,33 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import duckdb
 import numpy as np
-import numpy.typing as npt
 
 from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.prompt_lengths import percentiles_by
 from llm_fabric.ledger.records import RecordFormat, RecordSource, register_records
 from llm_fabric.ledger.tally import (
     CACHED,
     COUNT,
+    FIELDS,
     INPUT,
     OUTPUT,
     TTFT_N,
     TTFT_US,
     Ints,
+    Names,
     Tally,
     load_kernel,
-    long_values_by,
-    nearest_rank,
 )
 
 if TYPE_CHECKING:
     from llm_fabric.ledger.record_batches import Task
 
 PERCENTILES = (50, 95, 99)
-Lengths = npt.NDArray[np.signedinteger[Any]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -123,6 +123,18 @@ def connect(temp_dir: Path | None = None, memory_limit: str = "1GB") -> duckdb.D
     return con
 
 
+def _read_ahead(batches: Iterator[T]) -> Iterator[T]:
+    """`batches`, the next one read on another thread while the caller works on this one.
+
+    For CPUs that would idle otherwise (fewer tasks than threads): decoding and tallying overlap.
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
+        pending = pool.submit(next, batches, None)
+        while (batch := pending.result()) is not None:
+            pending = pool.submit(next, batches, None)
+            yield batch
+
+
 def tally_records(tasks: list[Task], month: Month, where: str,
                   progress: Callable[[str], None] | None = None) -> Tally:
     """Every task's records in one tally; tasks are shared out among one thread per CPU."""
@@ -133,9 +145,13 @@ def tally_records(tasks: list[Task], month: Month, where: str,
     queue: Iterator[tuple[int, Task]] = iter(enumerate(tasks, 1))
     lock = threading.Lock()
     spare_cpus = len(tasks) < _threads()
+    models, tenants = Names(), Names()  # shared: every tally indexes a name alike, so merging is adding
+
+    def tally(where: str) -> Tally:
+        return Tally(month, where, models, tenants)
 
     def work() -> list[Tally]:
-        tallies = [Tally(month, where)]
+        tallies = [tally(where)]
         while True:
             with lock:
                 item = next(queue, None)
@@ -144,10 +160,12 @@ def tally_records(tasks: list[Task], month: Month, where: str,
             if item is None:
                 return tallies
             tallies[-1].where = item[1].where
-            for batch in item[1].batches(spare_cpus):
+            batches = item[1].batches(spare_cpus)
+            for batch in _read_ahead(batches) if spare_cpus else batches:
                 if tallies[-1].full(batch.num_rows):
-                    tallies.append(Tally(month, item[1].where))
+                    tallies.append(tally(item[1].where))
                 tallies[-1].add(normalise(batch, item[1].where))
+                del batch  # before the next is decoded: pyarrow reuses its buffers, still in cache
 
     workers = min(_threads(), len(tasks))
     if workers <= 1:
@@ -157,27 +175,27 @@ def tally_records(tasks: list[Task], month: Month, where: str,
         return Tally.merge([t for p in parts for t in p.result()])
 
 
-def _tokens(cells: Ints) -> Tokens:
-    """Tokens of cells summed to [ok, field] (ok 0 = failed)."""
-    return Tokens(int(cells[:, COUNT].sum()), int(cells[0, COUNT]), int(cells[:, INPUT].sum()),
-                  int(cells[:, CACHED].sum()), int(cells[:, OUTPUT].sum()))
+def _tokens(cells: Ints) -> list[Tokens]:
+    """Tokens of each group of cells summed to [group, ok, field] (ok 0 = failed), in one numpy pass."""
+    total = cells.sum(axis=1)
+    table = np.stack([total[:, COUNT], cells[:, 0, COUNT], total[:, INPUT], total[:, CACHED], total[:, OUTPUT]], 1)
+    return [Tokens(*row) for row in table.tolist()]
 
 
-def _figures(names: list[str], cells: Ints, lengths: Lengths, long: dict[int, Lengths], has_cached: bool,
+def _figures(names: list[str], cells: Ints, percentiles: list[dict[int, int]], has_cached: bool,
              has_ttft: bool) -> dict[str, UsageFigures]:
-    """UsageFigures per name from its cells summed to [name, ok, field] and its [name, length] counts."""
+    """UsageFigures per name (in name order) from its cells summed to [name, ok, field] and its percentiles."""
     out: dict[str, UsageFigures] = {}
-    empty = np.zeros(0, dtype=np.int64)
-    for i, name in enumerate(names):
-        tokens = _tokens(cells[i])
-        if not tokens.requests:
+    tokens = _tokens(cells)
+    ttft_n, ttft_us = cells[:, :, TTFT_N].sum(axis=1).tolist(), cells[:, :, TTFT_US].sum(axis=1).tolist()
+    for i, name in sorted(enumerate(names), key=lambda pair: pair[1]):
+        if not tokens[i].requests:
             continue
-        ttft_n = int(cells[i, :, TTFT_N].sum())
         out[name] = UsageFigures(
-            tokens=tokens,
-            prompt_percentiles=nearest_rank(lengths[i], long.get(i, empty), PERCENTILES),
-            cache_hit_rate=tokens.cache_hit_rate if has_cached else None,
-            mean_ttft_ms=round(int(cells[i, :, TTFT_US].sum()) / ttft_n / 1000, 1) if has_ttft and ttft_n else None,
+            tokens=tokens[i],
+            prompt_percentiles=percentiles[i],
+            cache_hit_rate=tokens[i].cache_hit_rate if has_cached else None,
+            mean_ttft_ms=round(ttft_us[i] / ttft_n[i] / 1000, 1) if has_ttft and ttft_n[i] else None,
         )
     return out
 
@@ -185,24 +203,23 @@ def _figures(names: list[str], cells: Ints, lengths: Lengths, long: dict[int, Le
 def _usage(tally: Tally, source: RecordSource, month: Month) -> RecordUsage:
     models, tenants = tally.models.names, tally.tenants.names
     cells = tally.cells[:len(models), :len(tenants)]  # [model, tenant, day, ok, field]
-    with ThreadPoolExecutor(2, thread_name_prefix="ledger-sort") as pool:  # numpy sorts without the GIL
-        long_by_model, long_by_tenant = pool.map(long_values_by, (tally, tally), (0, 1), (len(models), len(tenants)))
-    by_model = _figures(models, cells.sum(axis=(1, 2)), tally.model_lengths, long_by_model,
-                        source.has_cached, source.has_ttft)
-    by_tenant = _figures(tenants, cells.sum(axis=(0, 2)), tally.tenant_lengths, long_by_tenant,
-                         source.has_cached, source.has_ttft)
+    with ThreadPoolExecutor(2, thread_name_prefix="ledger-lengths") as pool:  # numba and numpy, without the GIL
+        by_model_pct, by_tenant_pct = pool.map(
+            percentiles_by, (tally.model_lengths[:len(models)], tally.tenant_lengths[:len(tenants)]),
+            (tally.long, tally.long), (0, 1), (PERCENTILES, PERCENTILES))
+    by_model = _figures(models, cells.sum(axis=(1, 2)), by_model_pct, source.has_cached, source.has_ttft)
+    by_tenant = _figures(tenants, cells.sum(axis=(0, 2)), by_tenant_pct, source.has_cached, source.has_ttft)
     for i, model in enumerate(models):
         if model in by_model:
             fig = by_model[model]
             fig.peak_output_tokens_per_s = round(int(tally.minute_output[i].max()) / 60, 1)
             fig.peak_total_tokens_per_s = round(int((tally.minute_input[i] + tally.minute_output[i]).max()) / 60, 1)
-    pairs: dict[tuple[str, str], Tokens] = {}
-    for m, t in zip(*np.nonzero(cells[:, :, :, :, COUNT].sum(axis=(2, 3))), strict=True):
-        pairs[(models[m], tenants[t])] = _tokens(cells[m, t].sum(axis=0))
-    daily: dict[tuple[str, date], Tokens] = {}
-    per_day = cells.sum(axis=1)  # [model, day, ok, field]
-    for m, d in zip(*np.nonzero(per_day[:, :, :, COUNT].sum(axis=2)), strict=True):
-        daily[(models[m], month.first_day + timedelta(days=int(d)))] = _tokens(per_day[m, d])
+    days = cells.shape[2]
+    pair_tokens = _tokens(cells.sum(axis=2).reshape(len(models) * len(tenants), 2, FIELDS))
+    pairs = {(models[k // len(tenants)], tenants[k % len(tenants)]): t for k, t in enumerate(pair_tokens) if t.requests}
+    day_tokens = _tokens(cells.sum(axis=1).reshape(len(models) * days, 2, FIELDS))
+    daily = {(models[k // days], month.first_day + timedelta(days=k % days)): t
+             for k, t in enumerate(day_tokens) if t.requests}
     return RecordUsage(source, by_model, by_tenant, dict(sorted(pairs.items())), dict(sorted(daily.items())),
                        tally.rows - tally.rows_outside, tally.rows_outside)
 
