@@ -72,7 +72,9 @@ def _direct(schema: pa.Schema) -> bool:
 def _row_group_reader(path: Path, index: int, columns: list[str]) -> Callable[[bool], Iterator[pa.RecordBatch]]:
     def read(spare_cpus: bool) -> Iterator[pa.RecordBatch]:
         try:
-            file = pq.ParquetFile(path, read_dictionary=list(STRINGS))
+            # mapped, not read: column chunks are views of the page cache rather than fresh buffers,
+            # and fresh memory is what a report process pays most for (docs/benchmarks.md)
+            file = pq.ParquetFile(path, read_dictionary=list(STRINGS), memory_map=True)
             yield from file.iter_batches(batch_size=BATCH, row_groups=[index], columns=columns, use_threads=spare_cpus)
         except (pa.ArrowException, OSError) as exc:
             raise UsageError(f"{path}: cannot read row group {index} of the request records: {exc}") from exc
