@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -78,3 +79,12 @@ def test_eight_bit_counters_carry_their_wraps() -> None:
     assert int(merged.model_lengths[0, 100]) == 140_000
     assert int(merged.tenant_lengths[0, pl.DENSE + pl.bucket_of(5000)]) == 66_000
     assert pl.percentiles_by(merged.model_lengths[:1], merged.long, 0, (50, 95)) == [{50: 100, 95: 5000}]
+
+
+def test_keys_and_counters_that_disagree_are_an_internal_error_not_a_wrong_answer() -> None:
+    tally = Tally(NOV, "test")
+    tally.add(_columns([5000] * 10, [0] * 10))
+    wanted = {(0, pl.bucket_of(5000), 3)}
+    assert tally.long.resolve(0, wanted, {(0, pl.bucket_of(5000)): 10}) == {(0, pl.bucket_of(5000), 3): 5000}
+    with pytest.raises(RuntimeError, match="collected 10 long lengths where the counters say 4"):
+        tally.long.resolve(0, wanted, {(0, pl.bucket_of(5000)): 4})

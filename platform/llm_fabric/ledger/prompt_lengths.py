@@ -86,7 +86,8 @@ def _collect(keys, shift, wanted, out, n):  # type: ignore[no-untyped-def]
         bucket = (e << STEP_BITS) + ((p >> (e + DENSE_BITS - STEP_BITS)) & STEP_MASK)
         at = np.uint64((key >> shift) * BUCKETS + bucket)
         if at < flags and wanted[at]:
-            out[np.uint64(n)] = key
+            if n < out.shape[0]:  # more keys than the counters said: counted, never written past the end
+                out[np.uint64(n)] = key
             n += 1
     return n
 
