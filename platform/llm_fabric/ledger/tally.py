@@ -1,4 +1,4 @@
-"""The month's request records tallied in one pass, one tally per thread, merged by name at the end.
+"""The month's request records tallied in one pass, one tally per thread, added together at the end.
 
 Why not SQL: besides the sums, the books need per-minute peaks and exact percentiles, and in DuckDB
 any GROUP BY with more than a few hundred groups (minutes, prompt lengths) costs more than reading
