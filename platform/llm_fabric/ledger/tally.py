@@ -48,6 +48,9 @@ MAX_ROWS = MAX_COUNT - MAX_BATCH  # records one Tally takes, so that no int32 co
 MISSING = np.iinfo(np.int64).min  # a missing timestamp or prompt length
 MAX_TTFT_MS = 4_000_000.0  # 66 minutes: beyond it a TTFT is a clock error (and its sums stay exact)
 US_PER_MINUTE = 60_000_000
+# per-length counters while tallying (their wraps are carried in int32): see _tally_batch
+COUNTER = np.uint8
+COUNTER_BITS = np.iinfo(COUNTER).bits
 # fields of the (model, tenant, day, ok) cells
 COUNT, INPUT, CACHED, OUTPUT, TTFT_N, TTFT_US = range(6)
 FIELDS = 6
@@ -85,8 +88,8 @@ def _tally_batch(ts, mcode, tcode, scode, ok_lut, prompt, output, cached, ttft, 
     """Add one batch; returns (records outside the month, end of the keys written from `nlong`, first bad row or -1).
 
     A length is counted in its column of `model_len` and `tenant_len`: itself below DENSE, else its
-    bucket's (prompt_lengths). The counters are 8-bit, a quarter of the cache lines of 32-bit ones
-    (at 32 bits the tenants' table cost 13 ns a record); a wrap past 255 adds one to `*_wraps`.
+    bucket's (prompt_lengths). The counters are `COUNTER`s, 8-bit: a quarter of the cache lines of
+    32-bit ones (at 32 bits the tenants' table cost 13 ns a record); a wrap adds one to `*_wraps`.
     A length >= DENSE also goes to `keys` as (model index << shift | length) in row 0 and (tenant
     index << shift | length) in row 1, from column `nlong` on.
 
@@ -179,11 +182,12 @@ def load_kernel() -> Any:
             ints = nb.types.Array(nb.int64, 1, "C", readonly=True)
             codes = nb.types.Array(nb.int32, 1, "C", readonly=True)
             floats = nb.types.Array(nb.float64, 1, "C", readonly=True)
+            counters = nb.from_dtype(np.dtype(COUNTER))[:, ::1]
             signatures = [nb.types.UniTuple(nb.int64, 3)(
                 ints, codes, codes, codes, ints, ints, ints, ints, floats,
                 nb.int64[::1], nb.int64[::1], nb.int64, nb.int64,
-                nb.int64[:, :, :, :, ::1], nb.int64[:, ::1], nb.int64[:, ::1], nb.uint8[:, ::1],
-                nb.uint8[:, ::1], nb.int32[:, ::1], nb.int32[:, ::1], keys[:, ::1], nb.int64, nb.int64,
+                nb.int64[:, :, :, :, ::1], nb.int64[:, ::1], nb.int64[:, ::1], counters, counters,
+                nb.int32[:, ::1], nb.int32[:, ::1], keys[:, ::1], nb.int64, nb.int64,
             ) for keys in (nb.int32, nb.int64)]
             kernel = nb.njit(signatures, nogil=True, cache=True)(_tally_batch)
             _first_call(kernel)
@@ -203,7 +207,7 @@ def _first_call(kernel: Any) -> None:
     ints, codes = empty(np.int64), empty(np.int32)
     kernel(ints, codes, codes, codes, ints, ints, ints, ints, empty(np.float64), np.zeros(0, np.int64),
            np.zeros(0, np.int64), 0, 0, np.zeros((0, 0, 0, 0, 0), np.int64), np.zeros((0, 0), np.int64),
-           np.zeros((0, 0), np.int64), np.zeros((0, 0), np.uint8), np.zeros((0, 0), np.uint8),
+           np.zeros((0, 0), np.int64), np.zeros((0, 0), COUNTER), np.zeros((0, 0), COUNTER),
            np.zeros((0, 0), np.int32), np.zeros((0, 0), np.int32), np.zeros((2, 0), np.int32), 0, 24)
 
 
@@ -248,8 +252,8 @@ class Tally:
     cells: Ints = field(init=False)  # [model, tenant, day, ok, field]
     minute_input: Ints = field(init=False)  # [model, minute of the month]
     minute_output: Ints = field(init=False)
-    # [model | tenant, length or DENSE + bucket] (prompt_lengths): count = lengths + 256 x wraps;
-    # uint8 and int32 while tallying, exact int64 (and no wraps) once merged
+    # [model | tenant, length or DENSE + bucket] (prompt_lengths): count = lengths + wraps << COUNTER_BITS;
+    # COUNTER and int32 while tallying, exact int64 (and no wraps) once merged
     model_lengths: npt.NDArray[np.integer[Any]] = field(init=False)
     tenant_lengths: npt.NDArray[np.integer[Any]] = field(init=False)
     model_wraps: npt.NDArray[np.int32] = field(init=False)
@@ -265,8 +269,8 @@ class Tally:
         self.cells = np.zeros((0, 0, self.days, 2, FIELDS), dtype=np.int64)
         self.minute_input = np.zeros((0, self.days * 1440), dtype=np.int64)
         self.minute_output = np.zeros((0, self.days * 1440), dtype=np.int64)
-        self.model_lengths = np.zeros((0, COLUMNS), dtype=np.uint8)
-        self.tenant_lengths = np.zeros((0, COLUMNS), dtype=np.uint8)
+        self.model_lengths = np.zeros((0, COLUMNS), dtype=COUNTER)
+        self.tenant_lengths = np.zeros((0, COLUMNS), dtype=COUNTER)
         self.model_wraps = np.zeros((0, COLUMNS), dtype=np.int32)
         self.tenant_wraps = np.zeros((0, COLUMNS), dtype=np.int32)
 
@@ -294,8 +298,7 @@ class Tally:
             cols.ts_us, cols.model.codes, cols.tenant.codes, cols.status, cols.ok_lut, cols.prompt, cols.output,
             cols.cached, cols.ttft_ms, mmap, tmap, self.start_us, self.end_us, self.cells, self.minute_input,
             self.minute_output, self.model_lengths, self.tenant_lengths, self.model_wraps, self.tenant_wraps,
-            self.long.buffer, self.long.used,
-            self.long.shift,
+            self.long.buffer, self.long.used, self.long.shift,
         )
         if bad >= 0:
             column, value, right = _bad_value(cols, bad)
@@ -306,9 +309,13 @@ class Tally:
 
     def _exact_lengths(self) -> None:
         """The length counters as exact int64 counts, their wraps folded in (and zeroed)."""
+        def exact(counts: npt.NDArray[np.integer[Any]], wraps: npt.NDArray[np.int32]) -> Ints:
+            folded: Ints = counts.astype(np.int64) + (wraps.astype(np.int64) << COUNTER_BITS)
+            return folded
+
         if self.model_lengths.dtype != np.int64:
-            self.model_lengths = self.model_lengths.astype(np.int64) + (self.model_wraps.astype(np.int64) << 8)
-            self.tenant_lengths = self.tenant_lengths.astype(np.int64) + (self.tenant_wraps.astype(np.int64) << 8)
+            self.model_lengths = exact(self.model_lengths, self.model_wraps)
+            self.tenant_lengths = exact(self.tenant_lengths, self.tenant_wraps)
             self.model_wraps, self.tenant_wraps = np.zeros_like(self.model_wraps), np.zeros_like(self.tenant_wraps)
 
     @classmethod

@@ -135,8 +135,7 @@ def _read_ahead(batches: Iterator[T]) -> Iterator[T]:
             yield batch
 
 
-def tally_records(tasks: list[Task], month: Month, where: str,
-                  progress: Callable[[str], None] | None = None) -> Tally:
+def tally_records(tasks: list[Task], month: Month, progress: Callable[[str], None] | None = None) -> Tally:
     """Every task's records in one tally; tasks are shared out among one thread per CPU."""
     from llm_fabric.ledger.record_batches import normalise  # pyarrow: only where records are read
 
@@ -151,7 +150,7 @@ def tally_records(tasks: list[Task], month: Month, where: str,
         return Tally(month, where, models, tenants)
 
     def work() -> list[Tally]:
-        tallies = [tally(where)]
+        tallies = [tally(tasks[0].where if tasks else "no request records")]
         while True:
             with lock:
                 item = next(queue, None)
@@ -238,8 +237,7 @@ def aggregate_records(
     from llm_fabric.ledger.record_batches import duckdb_task, parquet_tasks
 
     tasks = parquet_tasks(source) or [duckdb_task(con, source)]
-    where = "request records (" + ", ".join(str(p) for p in paths) + ")"
-    tally = tally_records(tasks, month, where, progress)
+    tally = tally_records(tasks, month, progress)
     if progress:
         progress("exact percentiles and peaks")
     return _usage(tally, source, month)
