@@ -79,6 +79,11 @@ def read_yaml(path: Path) -> Document:
         raise ConfigError([Problem("file not found", file=path)]) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(f"cannot read file: {exc}", file=path)]) from exc
+    return parse_yaml(text, path)
+
+
+def parse_yaml(text: str, path: Path) -> Document:
+    """One YAML document from `text`, named `path` in errors; a syntax error becomes a ConfigError at its line."""
     yaml = YAML(typ="rt")
     try:
         tree = yaml.load(text)

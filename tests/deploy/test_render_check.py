@@ -22,6 +22,10 @@ from tests.deploy.planfixture import seed_plan
 KUEUE_CQ = "kueue/kueue.x-k8s.io_clusterqueues.yaml"
 
 
+def _texts(paths: list[Path]) -> list[tuple[Path, str]]:
+    return [(path, path.read_text()) for path in paths]
+
+
 def _plan(tmp_path: Path) -> Path:
     plan = tmp_path / "plan.json"
     plan.write_text(seed_plan().model_dump_json())
@@ -67,10 +71,31 @@ def test_cli_check_names_the_file_line_and_field(tmp_path: Path, capsys: pytest.
     )
     err = capsys.readouterr().err
     assert code == 3, err
+    assert not out.exists()  # validated before anything is written: nothing to apply, nothing half-updated
     queue = out / "brno" / "allocations" / "clusterqueue-cerit-sc.yaml"
+    assert main(["render", str(REFERENCE), "--out", str(out), "--plan", str(_plan(tmp_path))]) == 0
     line = next(i for i, text in enumerate(queue.read_text().splitlines(), 1) if text.startswith("spec:"))
     assert f"{queue}:{line}: spec: invalid kueue.x-k8s.io/v1beta2 ClusterQueue (CRD schema)" in err
     assert "'cohortName' was unexpected" in err and "Traceback" not in err
+
+
+def test_a_refused_check_leaves_the_previous_render_as_it_was(tmp_path: Path, reference_inputs: StackInputs) -> None:
+    """A re-render whose check fails neither writes its new files nor removes the stale ones."""
+    out = tmp_path / "out"
+    render_stacks(reference_inputs, out)
+    stale = out / reference_inputs.site_id / "serving" / "configmap-retired.yaml"
+    stale.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: retired}\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def refuse(manifests: list[tuple[Path, str]]) -> None:
+        assert len(manifests) > 30 and all(text.startswith("apiVersion:") for _, text in manifests)
+        raise PolicyRefusal("refused for the test")
+
+    (out / reference_inputs.site_id / "serving" / "kustomization.yaml").write_text("resources: []\n")
+    before[out / reference_inputs.site_id / "serving" / "kustomization.yaml"] = b"resources: []\n"
+    with pytest.raises(PolicyRefusal):
+        render_stacks(reference_inputs, out, check=refuse)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 def test_a_resource_without_its_crd_is_refused(tmp_path: Path, reference_inputs: StackInputs) -> None:
@@ -82,7 +107,7 @@ def test_a_resource_without_its_crd_is_refused(tmp_path: Path, reference_inputs:
     crds = CrdSchemas.load(_edited_crds(tmp_path, only_v1beta1))
     result = render_stacks(reference_inputs, tmp_path / "out", stacks=("allocations",))
     with pytest.raises(PolicyRefusal) as exc:
-        check_manifests(result.manifests, "1.33", crds)
+        check_manifests(_texts(result.manifests), "1.33", crds)
     problems = exc.value.problems
     queues = sorted(p for p in result.manifests if p.name.startswith("clusterqueue-"))
     assert sorted(p.file for p in problems if p.file is not None) == queues and len(queues) == 5  # one per tenant
@@ -101,7 +126,7 @@ def test_a_misspelt_core_field_is_found_like_kubernetes_validate_finds_it(
     with pytest.raises(kv.ValidationError) as oracle:
         kv.validate(workload, "1.33", strict=True)
     with pytest.raises(PolicyRefusal) as exc:
-        check_manifests(result.manifests, "1.33", None)
+        check_manifests(_texts(result.manifests), "1.33", None)
     [problem] = exc.value.problems
     assert problem.file == path and problem.field == ".".join(str(s) for s in oracle.value.absolute_path)
     assert problem.field == "spec.template.spec.containers.0" and "'startupProbes' was unexpected" in problem.message

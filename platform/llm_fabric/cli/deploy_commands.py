@@ -57,8 +57,8 @@ def render_command(
 
     One file per resource under OUT/SITE/STACK/, with kustomization.yaml files for Argo CD or
     Flux; the same resources `pulumi up` creates. Without --plan the site repo is planned afresh;
-    an incomplete plan is refused (exit 3). --check validates every written manifest (exit 3 naming
-    the file and field of each invalid one).
+    an incomplete plan is refused (exit 3). --check validates every manifest before any file is
+    written (exit 3 naming the file, line and field of each invalid one; nothing is written then).
 
     \b
     Examples:
@@ -77,11 +77,17 @@ def render_command(
     inputs = load_inputs(options)
     crds = CrdSchemas.load(crds_dir) if crds_dir is not None else None  # a wrong folder fails before writing
     chosen = tuple(s for s in STACK_ORDER if s in stacks) if stacks else STACK_ORDER
-    result = render_stacks(inputs, out, stacks=chosen, operator_repo=operator_repo, operator_branch=operator_branch)
-    report = None
-    if check:
-        version = inputs.site.config.sites[inputs.site_id].cluster.kubernetes_version
-        report = check_manifests(result.manifests, version, crds)
+    version = inputs.site.config.sites[inputs.site_id].cluster.kubernetes_version
+    checked: list[CheckReport] = []
+    result = render_stacks(
+        inputs,
+        out,
+        stacks=chosen,
+        operator_repo=operator_repo,
+        operator_branch=operator_branch,
+        check=(lambda manifests: checked.append(check_manifests(manifests, version, crds))) if check else None,
+    )
+    report = checked[0] if checked else None
     if as_json:
         print_json(result.as_dict() | ({"check": report.as_dict()} if report is not None else {}))
         return

@@ -22,7 +22,7 @@ import yaml
 from kubernetes_validate import utils as kv
 from referencing import Registry, Resource
 
-from llm_fabric.documents import read_yaml
+from llm_fabric.documents import parse_yaml
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 
 Manifest = dict[str, Any]
@@ -171,33 +171,37 @@ class CheckReport:
         }
 
 
-def check_manifests(paths: Iterable[Path], kubernetes_version: str, crds: CrdSchemas | None) -> CheckReport:
-    """Validate every manifest file; raise PolicyRefusal naming each invalid file and field."""
+def check_manifests(
+    manifests: Iterable[tuple[Path, str]], kubernetes_version: str, crds: CrdSchemas | None
+) -> CheckReport:
+    """Validate every manifest (its file's path and YAML text); raise PolicyRefusal naming each invalid file and field.
+
+    Texts, not files: `fabric render --check` validates what it would write before it writes anything.
+    """
     report = CheckReport(kubernetes_version, crds=crds.folder if crds is not None else None)
     problems: list[Problem] = []
-    for path in paths:
-        with path.open(encoding="utf-8") as handle:
-            obj = yaml.load(handle, Loader=_Loader)
+    for path, text in manifests:
+        obj = yaml.load(text, Loader=_Loader)
         if not isinstance(obj, dict) or obj.get("kind") == "Kustomization":
             continue
-        problems.extend(_check_one(path, obj, report, crds))
+        problems.extend(_check_one(path, text, obj, report, crds))
     if problems:
         raise PolicyRefusal(
             f"{len({p.file for p in problems})} rendered manifests are not valid for their cluster",
             problems=problems,
-            hint="fix the site repo (or the resource builders) and render again; nothing here is safe to apply",
+            hint="fix the site repo (or the resource builders) and render again; nothing was written",
         )
     return report
 
 
-def _check_one(path: Path, obj: Manifest, report: CheckReport, crds: CrdSchemas | None) -> list[Problem]:
+def _check_one(path: Path, text: str, obj: Manifest, report: CheckReport, crds: CrdSchemas | None) -> list[Problem]:
     what = f"{obj.get('apiVersion')} {obj.get('kind')}"
     if is_core(obj):
         report.core += 1
         errors = core_errors(obj, report.kubernetes_version)
         if errors is None:
             return [Problem(f"Kubernetes {report.kubernetes_version} has no {what}", file=path, field="apiVersion")]
-        return [_problem(path, e, f"invalid {what} for Kubernetes {report.kubernetes_version}") for e in errors]
+        return [_problem(path, text, e, f"invalid {what} for Kubernetes {report.kubernetes_version}") for e in errors]
     if crds is None:
         report.custom_unchecked += 1
         return []
@@ -211,13 +215,13 @@ def _check_one(path: Path, obj: Manifest, report: CheckReport, crds: CrdSchemas 
                 hint="add that CRD's YAML to the folder, or the cluster will reject this resource too",
             )
         ]
-    return [_problem(path, e, f"invalid {what} (CRD schema)") for e in crds.errors(obj)]
+    return [_problem(path, text, e, f"invalid {what} (CRD schema)") for e in crds.errors(obj)]
 
 
-def _problem(path: Path, error: jsonschema.ValidationError, what: str) -> Problem:
+def _problem(path: Path, text: str, error: jsonschema.ValidationError, what: str) -> Problem:
     loc = tuple(error.absolute_path)
     try:
-        line = read_yaml(path).line_of(loc, key=True)  # the `field:` line, not its first child
+        line = parse_yaml(text, path).line_of(loc, key=True)  # the `field:` line, not its first child
     except ConfigError:
         line = None
     return Problem(f"{what}: {error.message}", file=path, line=line, field=".".join(str(s) for s in loc) or None)

@@ -9,6 +9,7 @@ controller prunes them. With `operator_repo`, `<site>/operator/` holds Pulumi Ku
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,18 +96,28 @@ def render_stacks(
     stacks: tuple[str, ...] = STACK_ORDER,
     operator_repo: str | None = None,
     operator_branch: str = "main",
+    check: Callable[[list[tuple[Path, str]]], object] | None = None,
 ) -> RenderResult:
+    """Render, then (with `check`) validate the manifests' texts, then write: a refused check writes nothing."""
     site_dir = out / inputs.site_id
     result = RenderResult(out=out, site=inputs.site_id)
-    built = {stack: build_stack(stack, inputs) for stack in stacks}
+    texts: dict[Path, str] = {}
+    for stack in stacks:
+        bundles = build_stack(stack, inputs)
+        _render_stack(site_dir / stack, bundles, result, texts)
+        result.objects[stack] = len(all_objects(bundles))
+    texts[site_dir / KUSTOMIZATION] = dump_yaml(kustomization(list(stacks)))
+    if operator_repo is not None:
+        _render_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, texts)
+    if check is not None:
+        check([(path, texts[path]) for path in result.manifests])
     # every file is replaced atomically, with two syncs for the whole tree (not two per file)
     with AtomicBatch() as batch:
-        for stack, bundles in built.items():
-            _write_stack(site_dir / stack, bundles, result, batch)
-            result.objects[stack] = len(all_objects(bundles))
-        _write(site_dir / KUSTOMIZATION, dump_yaml(kustomization(list(stacks))), result, batch)
-        if operator_repo is not None:
-            _write_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, batch)
+        for path, text in texts.items():
+            # an unchanged file is left alone, so a re-render leaves git and the controller quiet
+            if not (path.is_file() and path.read_text(encoding="utf-8") == text):
+                batch.write(path, text)
+            result.files.append(path)
     # stale files go only once the kustomizations that no longer list them are in place
     for stale in result.removed:
         stale.unlink(missing_ok=True)
@@ -117,35 +128,28 @@ def kustomization(resources: list[str]) -> dict[str, Any]:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}
 
 
-def _write(path: Path, text: str, result: RenderResult, batch: AtomicBatch) -> None:
-    # an unchanged file is left alone, so a re-render leaves git and the controller quiet
-    if not (path.is_file() and path.read_text(encoding="utf-8") == text):
-        batch.write(path, text)
-    result.files.append(path)
-
-
-def _write_stack(folder: Path, bundles: list[Bundle], result: RenderResult, batch: AtomicBatch) -> None:
+def _render_stack(folder: Path, bundles: list[Bundle], result: RenderResult, texts: dict[Path, str]) -> None:
     names: list[str] = []
     for obj in all_objects(bundles):
         name = file_name(obj)
         if name in names:
             raise UsageError(f"two resources would be written to {folder / name}", hint="rename one of them")
         names.append(name)
-        _write(folder / name, dump_yaml(obj), result, batch)
+        texts[folder / name] = dump_yaml(obj)
         result.manifests.append(folder / name)
-    _write(folder / KUSTOMIZATION, dump_yaml(kustomization(names)), result, batch)
+    texts[folder / KUSTOMIZATION] = dump_yaml(kustomization(names))
     keep = {*names, KUSTOMIZATION}
     result.removed.extend(stale for stale in sorted(folder.glob("*.yaml")) if stale.name not in keep)
 
 
-def _write_operator(
+def _render_operator(
     inputs: StackInputs,
     site_dir: Path,
     stacks: tuple[str, ...],
     repo: str,
     branch: str,
     result: RenderResult,
-    batch: AtomicBatch,
+    texts: dict[Path, str],
 ) -> None:
     root = inputs.site.root.resolve()
     try:
@@ -159,15 +163,15 @@ def _write_operator(
     for i, stack in enumerate(stacks):
         project = site_dir / "pulumi" / stack
         for source in ("Pulumi.yaml", "__main__.py"):
-            _write(project / source, data_path("stacks", stack, source).read_text(encoding="utf-8"), result, batch)
-        _write(project / "requirements.txt", f"llm-fabric=={__version__}\n", result, batch)
+            texts[project / source] = data_path("stacks", stack, source).read_text(encoding="utf-8")
+        texts[project / "requirements.txt"] = f"llm-fabric=={__version__}\n"
         back = "/".join([".."] * (len(rel.parts) + 2))
         previous = stacks[i - 1] if i else None
         cr = operator_stack(inputs, stack, repo, branch, f"{rel.as_posix()}/pulumi/{stack}", back, previous)
         names.append(file_name(cr))
-        _write(site_dir / "operator" / file_name(cr), dump_yaml(cr), result, batch)
+        texts[site_dir / "operator" / file_name(cr)] = dump_yaml(cr)
         result.manifests.append(site_dir / "operator" / file_name(cr))
-    _write(site_dir / "operator" / KUSTOMIZATION, dump_yaml(kustomization(names)), result, batch)
+    texts[site_dir / "operator" / KUSTOMIZATION] = dump_yaml(kustomization(names))
 
 
 def operator_stack_name(stack: str, site_id: str) -> str:
