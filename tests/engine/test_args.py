@@ -95,3 +95,28 @@ def test_the_cpu_stand_in_keeps_the_guard_and_drops_gpu_kernel_env() -> None:
     args = cpu_stand_in_args(cmd.args, served_name=recipe.id)
     assert _value(args, "--logits-processors") == PLUGIN_CLASS
     assert cpu_stand_in_env(cmd.env) == loop_guard_flags(recipe.id).env
+
+
+def test_max_num_seqs_is_always_explicit_and_dropped_for_the_cpu_stand_in() -> None:
+    recipe, catalog = get_recipe("gpt-oss-120b"), load_gpu_catalog()
+    assert _value(engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1).args,
+                  "--max-num-seqs") == "1024"
+    assert _value(engine_command(recipe, gpu=catalog.get("rtx-pro-6000"), tensor_parallel_size=1).args,
+                  "--max-num-seqs") == "1024"
+    chosen = engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=96)
+    assert _value(chosen.args, "--max-num-seqs") == "96"
+    assert "--max-num-seqs" not in cpu_stand_in_args(chosen.args, served_name=recipe.id)
+    with pytest.raises(UsageError, match="max_num_seqs"):
+        engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=0)
+
+
+def test_cli_max_num_seqs(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--model", "gpt-oss-120b", "--gpu", "h200", "--count", "1"]
+    assert main(["engine-args", *args, "--max-num-seqs", "300", "--json"]) == 0
+    assert _value(json.loads(capsys.readouterr().out)["args"], "--max-num-seqs") == "300"
+    assert main(["capacity", *args, "--context", "193", "--max-num-seqs", "300", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["max_num_seqs"], data["max_concurrency"]) == (300, 300) and data["kv_sessions"] > 300
+    assert main(["capacity", *args, "--context", "193"]) == 0
+    out = capsys.readouterr().out
+    assert "max-num-seqs per replica" in out and "sessions the KV pool holds" in out

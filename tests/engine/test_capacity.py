@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fabric.engine.capacity import estimate, kv_bytes_per_token
+from llm_fabric.engine.capacity import MAX_NUM_SEQS_LARGE_GPU, default_max_num_seqs, estimate, kv_bytes_per_token
 from llm_fabric.engine.recipes import get_recipe, recipe_ids
 from llm_fabric.enrollment.catalog import load_gpu_catalog
+from llm_fabric.errors import UsageError
 
 
 def gpu(gpu_id: str):  # type: ignore[no-untyped-def]
@@ -84,5 +85,33 @@ def test_longer_context_never_holds_more(recipe_id: str, gpu_id: str, count: int
     short = estimate(recipe, spec, count, context_tokens=context)
     long = estimate(recipe, spec, count, context_tokens=context + extra)
     assert long.max_concurrency <= short.max_concurrency
-    if short.fits and long.fits:
+    # at the same TP; a longer context may pick a larger TP (when max-num-seqs caps the smaller one's
+    # sessions), whose single stream is faster
+    if short.fits and long.fits and short.tensor_parallel_size == long.tensor_parallel_size:
         assert long.decode_tokens_per_s_single <= short.decode_tokens_per_s_single
+
+
+def test_max_num_seqs_caps_the_sessions_a_replica_runs() -> None:
+    """gpt-oss-120b on one H200 at seed 000's p50 (193 tokens): the KV pool holds thousands, vLLM runs 1,024."""
+    recipe, h200 = get_recipe("gpt-oss-120b"), gpu("h200")
+    est = estimate(recipe, h200, 1, context_tokens=193, users=3000)
+    assert est.kv_sessions > 2 * MAX_NUM_SEQS_LARGE_GPU and est.max_num_seqs == MAX_NUM_SEQS_LARGE_GPU
+    assert est.max_concurrency == MAX_NUM_SEQS_LARGE_GPU
+    assert est.replicas_needed == 3  # 3,000 users at 1,024 a replica
+    per_user = est.decode_tokens_per_s_per_user
+    assert est.decode_tokens_per_s_total == pytest.approx(per_user * MAX_NUM_SEQS_LARGE_GPU, rel=1e-3)
+    wider = estimate(recipe, h200, 1, context_tokens=193, users=3000, max_num_seqs=1 << 20)
+    assert wider.max_concurrency == wider.kv_sessions == est.kv_sessions
+    two = estimate(recipe, h200, 2, tensor_parallel_size=1, context_tokens=193, max_num_seqs=100)
+    assert two.max_concurrency == 200 and two.max_num_seqs == 100  # per replica, summed over replicas
+    long = estimate(recipe, h200, 1, context_tokens=131_072)
+    assert long.max_concurrency == long.kv_sessions < MAX_NUM_SEQS_LARGE_GPU  # the KV pool is the limit there
+    with pytest.raises(UsageError, match="at least 1"):
+        estimate(recipe, h200, 1, max_num_seqs=0)
+
+
+@pytest.mark.parametrize(("gpu_id", "seqs"), [("h100-sxm", 1024), ("h200", 1024), ("b300", 1024), ("mi300x", 1024),
+                                              ("a100-80gb", 256), ("a100-40gb", 256), ("l40s", 256)])
+def test_default_max_num_seqs_is_vllms(gpu_id: str, seqs: int) -> None:
+    """vLLM 0.32 EngineArgs.get_batch_defaults: 1,024 from 70 GiB up unless the name says A100, else 256."""
+    assert default_max_num_seqs(gpu(gpu_id)) == seqs

@@ -48,3 +48,18 @@ def test_plan_cli_markdown_and_json(site_repo: Path, capsys: pytest.CaptureFixtu
     assert main(["plan", str(site_repo), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["complete"] is True and len(data["plan"]["replicas"]) == 7
+
+
+def test_the_plan_caps_concurrency_at_the_engines_max_num_seqs(site_repo: Path) -> None:
+    """gpt-oss-120b (one H200 replica, p50 193 tokens): its KV pool holds far more sessions than vLLM runs."""
+    plan = build_plan(load_site(site_repo))
+    [replica] = [r for r in plan.replicas if r.deployment == "gpt-oss-120b"]
+    assert replica.engine_args[replica.engine_args.index("--max-num-seqs") + 1] == "1024"
+    assert plan.deployments["gpt-oss-120b"].max_concurrency_p50 == 1024
+    path = site_repo / "deployments" / "gpt-oss-120b.yaml"
+    path.write_text(path.read_text() + "max_num_seqs: 256\n")
+    plan = build_plan(load_site(site_repo))
+    [replica] = [r for r in plan.replicas if r.deployment == "gpt-oss-120b"]
+    assert replica.engine_args[replica.engine_args.index("--max-num-seqs") + 1] == "256"
+    figures = plan.deployments["gpt-oss-120b"]
+    assert figures.max_concurrency_p50 == 256 and figures.max_concurrency_p95 == 256  # p95 (2,842) fits 605

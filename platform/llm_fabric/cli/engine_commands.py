@@ -24,6 +24,8 @@ _ROWS = [
     ("weights_gb", "weights (GB)"),
     ("kv_bytes_per_token", "KV bytes per token"),
     ("kv_pool_gb", "KV pool (GB, all GPUs)"),
+    ("kv_sessions", "sessions the KV pool holds"),
+    ("max_num_seqs", "max-num-seqs per replica"),
     ("max_concurrency", "max concurrency at context"),
     ("replicas_needed", "replicas needed for users"),
     ("decode_tokens_per_s_single", "decode tok/s, one stream"),
@@ -66,12 +68,15 @@ def _print_estimate(est: CapacityEstimate) -> None:
 @click.option("--context", type=int, default=DEFAULT_CONTEXT_TOKENS, show_default=True, help="Tokens per session.")
 @click.option("--users", type=int, default=1, show_default=True, help="Concurrent sessions.")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--max-num-seqs", type=int, default=None,
+              help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).")
 @click.option("--site", "site_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Instead: the capacity of every deployment of this site repo.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
 def capacity_command(model: str | None, gpu_id: str | None, count: int | None, tp: int | None,
                      quantization: str | None, kv_dtype: str | None, context: int, users: int,
-                     gpu_memory_utilization: float, site_dir: Path | None, as_json: bool) -> int:
+                     gpu_memory_utilization: float, max_num_seqs: int | None, site_dir: Path | None,
+                     as_json: bool) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
 
     \b
@@ -90,7 +95,7 @@ def capacity_command(model: str | None, gpu_id: str | None, count: int | None, t
 
     est = estimate(get_recipe(model), load_gpu_catalog().get(gpu_id), count, tensor_parallel_size=tp,
                    quantization=quantization, kv_cache_dtype=kv_dtype, context_tokens=context, users=users,
-                   gpu_memory_utilization=gpu_memory_utilization)
+                   gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs)
     if as_json:
         print_json(est.as_dict())
     else:
@@ -128,11 +133,13 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--kv-dtype", default=None)
 @click.option("--max-model-len", type=int, default=None)
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--max-num-seqs", type=int, default=None,
+              help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).")
 @click.option("--priority", is_flag=True, help="Priority scheduling (dedicated allocations).")
 @click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
 def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, quantization: str | None,
                         kv_dtype: str | None, max_model_len: int | None, gpu_memory_utilization: float,
-                        priority: bool, as_json: bool) -> None:
+                        max_num_seqs: int | None, priority: bool, as_json: bool) -> None:
     """Print the `vllm serve` command and environment for a recipe on a GPU model.
 
     \b
@@ -153,7 +160,8 @@ def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, qua
                       gpu_memory_utilization=gpu_memory_utilization).tensor_parallel_size
     cmd = engine_command(recipe, gpu=gpu, tensor_parallel_size=tp, quantization=quantization,
                          kv_cache_dtype=kv_dtype, max_model_len=max_model_len,
-                         gpu_memory_utilization=gpu_memory_utilization, priority_scheduling=priority)
+                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                         priority_scheduling=priority)
     if as_json:
         print_json(cmd.as_dict())
         return

@@ -29,6 +29,7 @@ def engine_for(recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: st
         kv_cache_dtype=dep.kv_cache_dtype,
         max_model_len=dep.max_model_len,
         gpu_memory_utilization=util,
+        max_num_seqs=dep.max_num_seqs,
         max_output_tokens=dep.generation.max_output_tokens,
         presence_penalty=dep.generation.presence_penalty,
         priority_scheduling=priority,

@@ -86,6 +86,7 @@ def _estimate(
         context_tokens=ctx,
         users=users,
         gpu_memory_utilization=util,
+        max_num_seqs=dep.max_num_seqs,
     )
 
 

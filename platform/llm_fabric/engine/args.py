@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from llm_fabric.engine.capacity import default_max_num_seqs
 from llm_fabric.engine.loop_guard_config import loop_guard_flags
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.enrollment.catalog import GpuSpec
@@ -96,6 +97,7 @@ def engine_command(
     kv_cache_dtype: str | None = None,
     max_model_len: int | None = None,
     gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int | None = None,
     max_output_tokens: int | None = None,
     presence_penalty: float | None = None,
     temperature: float | None = None,
@@ -107,10 +109,14 @@ def engine_command(
 ) -> EngineCommand:
     """`vllm serve` arguments (model first) and environment; refused (exit 3) when the kernel is not native.
 
+    `max_num_seqs` (default: vLLM's own for the GPU, capacity.default_max_num_seqs) is always passed,
+    so the engine runs as many sequences at once as the capacity figures assume.
     `loop_guard=False` leaves the guard out (for comparing a guarded engine with an unguarded one).
     """
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
+    if max_num_seqs is not None and max_num_seqs < 1:
+        raise UsageError(f"max_num_seqs must be at least 1 (got {max_num_seqs})")
     quant, kv, length = _checked(recipe, gpu, tensor_parallel_size, quantization, kv_cache_dtype, max_model_len)
     option = recipe.quantizations[quant]  # type: ignore[index]
     args = [option.checkpoint, "--served-model-name", served_model_name or recipe.id,
@@ -121,6 +127,7 @@ def engine_command(
     if kv != "auto":
         args += ["--kv-cache-dtype", kv]
     args += ["--max-model-len", str(length), "--gpu-memory-utilization", f"{gpu_memory_utilization:g}",
+             "--max-num-seqs", str(max_num_seqs or default_max_num_seqs(gpu)),
              "--enable-prefix-caching", "--enable-chunked-prefill"]
     args += _parser_args(recipe)
     override = generation_override(recipe, max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p)

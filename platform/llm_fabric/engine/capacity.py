@@ -24,6 +24,12 @@ PREFILL_EFFICIENCY = 0.5  # achieved / peak tensor throughput during prefill (se
 INDEXER_SCALE_BYTES = 4  # DSA indexer keys are fp8 with one fp32 scale per token and layer
 DEFAULT_CONTEXT_TOKENS = 8192
 LOW_PRECISION_COMPUTE = frozenset({"fp8", "nvfp4", "mxfp4"})
+# vLLM's default --max-num-seqs for `vllm serve` (EngineArgs.get_batch_defaults, vLLM 0.32): 1024 on a
+# GPU of 70 GiB or more whose name does not say A100, else 256. The fabric passes it explicitly, so an
+# engine upgrade cannot change how many sequences a replica runs at once behind the plan's back.
+MAX_NUM_SEQS_LARGE_GPU = 1024
+MAX_NUM_SEQS_OTHER_GPU = 256
+LARGE_GPU_MIB = 70 * 1024
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,8 @@ class CapacityEstimate:
     weights_gb: float
     kv_bytes_per_token: int
     kv_pool_gb: float
+    max_num_seqs: int
+    kv_sessions: int
     max_concurrency: int
     replicas_needed: int
     decode_tokens_per_s_single: float
@@ -53,6 +61,12 @@ class CapacityEstimate:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def default_max_num_seqs(gpu: GpuSpec) -> int:
+    """The `--max-num-seqs` vLLM would choose on its own for `gpu` (see MAX_NUM_SEQS_LARGE_GPU)."""
+    large = gpu.memory_mib >= LARGE_GPU_MIB and not any("a100" in name.lower() for name in gpu.product_names)
+    return MAX_NUM_SEQS_LARGE_GPU if large else MAX_NUM_SEQS_OTHER_GPU
 
 
 def kv_bytes_per_token(recipe: Recipe, kv_cache_dtype: str = "auto") -> int:
@@ -146,16 +160,24 @@ def estimate(
     users: int = 1,
     gpu_memory_utilization: float = 0.9,
     runtime_reserve_gb: float = RUNTIME_RESERVE_GB_PER_GPU,
+    max_num_seqs: int | None = None,
 ) -> CapacityEstimate:
-    """Capacity of `count` GPUs of one model serving `recipe` (replicas of `tensor_parallel_size` GPUs)."""
+    """Capacity of `count` GPUs of one model serving `recipe` (replicas of `tensor_parallel_size` GPUs).
+
+    A replica runs at most `max_num_seqs` sequences at once (default: default_max_num_seqs(gpu)),
+    however many more its KV pool could hold: `max_concurrency` is the smaller of the two.
+    """
     _check_inputs(count, context_tokens, users, gpu_memory_utilization)
+    if max_num_seqs is not None and max_num_seqs < 1:
+        raise UsageError(f"--max-num-seqs must be at least 1 (got {max_num_seqs})")
     quant, option = recipe.quantization(quantization)
     kv_dtype = kv_cache_dtype or "auto"
+    seqs = max_num_seqs or default_max_num_seqs(gpu)
     if tensor_parallel_size is None:
         tensor_parallel_size = _default_tp(recipe, gpu, count, quant, kv_dtype, context_tokens,
-                                           gpu_memory_utilization, runtime_reserve_gb)
+                                           gpu_memory_utilization, runtime_reserve_gb, seqs)
     return _estimate(recipe, gpu, count, tensor_parallel_size, quant, option, kv_dtype, context_tokens, users,
-                     gpu_memory_utilization, runtime_reserve_gb)
+                     gpu_memory_utilization, runtime_reserve_gb, seqs)
 
 
 def _check_inputs(count: int, context_tokens: int, users: int, utilization: float) -> None:
@@ -170,7 +192,7 @@ def _check_inputs(count: int, context_tokens: int, users: int, utilization: floa
 
 
 def _default_tp(recipe: Recipe, gpu: GpuSpec, count: int, quant: str, kv_dtype: str, context: int,
-                utilization: float, reserve: float) -> int:
+                utilization: float, reserve: float, max_num_seqs: int) -> int:
     """The allowed TP (at most `count`) that holds the most sessions at `context`; the smaller on a tie.
 
     Taking the best TP keeps the model monotone: more GPUs never hold fewer sessions, a longer
@@ -186,7 +208,8 @@ def _default_tp(recipe: Recipe, gpu: GpuSpec, count: int, quant: str, kv_dtype: 
     option = recipe.quantizations[quant]  # type: ignore[index]
     best, best_sessions = candidates[-1], 0
     for tp in candidates:
-        est = _estimate(recipe, gpu, count, tp, quant, option, kv_dtype, context, 1, utilization, reserve)
+        est = _estimate(recipe, gpu, count, tp, quant, option, kv_dtype, context, 1, utilization, reserve,
+                        max_num_seqs)
         if est.fits and est.max_concurrency > best_sessions:
             best, best_sessions = tp, est.max_concurrency
     return best
@@ -211,7 +234,8 @@ def _refusal(recipe: Recipe, gpu: GpuSpec, tp: int, quant: str, option: Quantiza
 
 
 def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, option: QuantizationOption,
-              kv_dtype: str, context: int, users: int, utilization: float, reserve: float) -> CapacityEstimate:
+              kv_dtype: str, context: int, users: int, utilization: float, reserve: float,
+              max_num_seqs: int) -> CapacityEstimate:
     if tp < 1 or tp > count:
         raise UsageError(f"--tp {tp} needs between 1 and --count ({count}) GPUs", hint="a replica takes TP GPUs")
     replicas = count // tp
@@ -221,12 +245,13 @@ def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, opt
     pool_replica = max(0.0, usable - option.weights_gb * GB)
     seq_bytes = math.ceil(context / KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS * kv_token * kv_replication(recipe, tp)
     seq_bytes += fixed_bytes_per_sequence(recipe, kv_dtype)
-    per_replica = int(pool_replica // seq_bytes)
+    kv_replica = int(pool_replica // seq_bytes)
+    per_replica = min(kv_replica, max_num_seqs)
     reason = refusal
     if reason is None and option.weights_gb * GB > usable:
         reason = (f"weights {option.weights_gb:g} GB exceed the {usable / GB:.1f} GB usable on {tp} x {gpu.id} "
                   f"({utilization:g} x {gpu.memory_gb:g} GB - {reserve:g} GB reserve per GPU)")
-    elif reason is None and per_replica < 1:
+    elif reason is None and kv_replica < 1:
         reason = (f"KV pool of {pool_replica / GB:.1f} GB per replica cannot hold one {context}-token sequence "
                   f"({seq_bytes / GB:.2f} GB)")
     fits = reason is None
@@ -243,6 +268,8 @@ def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, opt
         kv_cache_dtype=kv_dtype, context_tokens=context, users=users, gpu_memory_utilization=utilization,
         weights_gb=option.weights_gb, kv_bytes_per_token=kv_token,
         kv_pool_gb=round(pool_replica * replicas / GB, 2) if fits else 0.0,
+        max_num_seqs=max_num_seqs,
+        kv_sessions=kv_replica * replicas if fits else 0,
         max_concurrency=per_replica * replicas if fits else 0,
         replicas_needed=math.ceil(users / per_replica) if fits else 0,
         decode_tokens_per_s_single=round(single, 1) if fits else 0.0,

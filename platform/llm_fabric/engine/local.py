@@ -202,7 +202,7 @@ def start_engine(
 # flags of a GPU deployment that mean nothing (or something wrong) for the tiny model on a CPU
 _GPU_ONLY_WITH_VALUE = {"--host", "--port", "--tensor-parallel-size", "--quantization", "--kv-cache-dtype",
                         "--gpu-memory-utilization", "--max-model-len", "--tokenizer-mode", "--tool-call-parser",
-                        "--chat-template", "--served-model-name"}
+                        "--chat-template", "--served-model-name", "--max-num-seqs"}
 _GPU_ONLY_FLAGS = {"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel"}
 
 
@@ -211,7 +211,8 @@ def cpu_stand_in_args(recipe_args: Sequence[str], served_name: str, max_model_le
 
     Kept: generation config, prefix caching, reasoning parser, scheduling, logits processors.
     Dropped: the checkpoint, host/port (the fabric picks 127.0.0.1 and a free port), tensor
-    parallelism, quantization and KV dtype (the tiny model is float32), the tool parser and chat
+    parallelism, quantization and KV dtype (the tiny model is float32), the GPU's --max-num-seqs
+    (vLLM's CPU default stands), the tool parser and chat
     template (they need the real model's tokenizer; the conformance suite covers them).
     `--enforce-eager` skips torch.compile, which would add a minute to every start on 2 cores.
     """

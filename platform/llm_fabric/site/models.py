@@ -222,6 +222,9 @@ class Deployment(FabricModel):
     replicas: int | None = Field(None, ge=0)
     target: Target | None = None
     max_model_len: int | None = Field(None, ge=1)
+    max_num_seqs: int | None = Field(
+        None, ge=1, description="sequences a replica runs at once (vLLM --max-num-seqs); default: vLLM's for the GPU"
+    )
     context: ContextProfile | None = None
     data_classes: list[Name] = Field(min_length=1)
     dedicated_for: Name | None = None
