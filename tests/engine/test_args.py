@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,17 @@ def test_cli_max_num_seqs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capacity", *args, "--context", "193"]) == 0
     out = capsys.readouterr().out
     assert "max-num-seqs per replica" in out and "sessions the KV pool holds" in out
+
+
+def test_cli_capacity_of_a_site(site_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every deployment at its p95 context; with a small max_num_seqs the KV pool's figure is shown beside it."""
+    assert main(["capacity", "--site", str(site_repo), "--json"]) == 0
+    rows = {r["deployment"]: r for r in json.loads(capsys.readouterr().out)}
+    gpt = rows["gpt-oss-120b"]
+    assert (gpt["context_tokens"], gpt["max_concurrency"], gpt["kv_sessions"]) == (2842, 605, 605)
+    assert all(r["fits"] for r in rows.values()) and len(rows) == 7
+    path = site_repo / "deployments" / "gpt-oss-120b.yaml"
+    path.write_text(path.read_text() + "max_num_seqs: 64\n")
+    assert main(["capacity", "--site", str(site_repo)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "gpt-oss-120b" in x)
+    assert "64 (KV 605)" in line

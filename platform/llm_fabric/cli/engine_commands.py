@@ -116,8 +116,10 @@ def _site(site_dir: Path, as_json: bool) -> int:
         table.add_column(col, justify="left" if col in ("deployment", "quant", "fits") else "right", no_wrap=True)
     for r in rows:
         e = r.estimate
+        # when --max-num-seqs is the limit, the KV pool's own figure follows in brackets
+        sessions = f"{e.max_concurrency:,}" + (f" (KV {e.kv_sessions:,})" if e.kv_sessions > e.max_concurrency else "")
         table.add_row(r.deployment, f"{e.count}x{e.gpu}", e.quantization, f"{e.context_tokens:,}",
-                      _fmt(e.weights_gb), _fmt(e.kv_pool_gb), f"{e.max_concurrency:,}",
+                      _fmt(e.weights_gb), _fmt(e.kv_pool_gb), sessions,
                       _fmt(e.decode_tokens_per_s_single), "yes" if e.fits else f"no: {e.reason}")
     # wider than a pipe's default 80 columns: the figures must not be cut
     Console(width=max(console.width, 120), highlight=False).print(table)
