@@ -25,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 MONTH = "2026-11"
 COLUMNS = ["ts", "model", "tenant", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "ttft_ms", "status"]
@@ -39,21 +40,23 @@ QUERIES = {
 PARTS = (*QUERIES, "duckdb-to-arrow", "pyarrow-decode", "tally")
 
 
+def _one_thread_duckdb() -> Any:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET threads = 1")
+    return con
+
+
 def part(kind: str, path: Path) -> float:
     """Seconds of one part on one thread (imports and set-up before the clock)."""
     if kind in QUERIES:
-        import duckdb
-
-        con = duckdb.connect(":memory:")
-        con.execute("SET threads = 1")
+        con = _one_thread_duckdb()
         began = time.perf_counter()
         con.execute(QUERIES[kind].format(path=path)).fetchall()
         return time.perf_counter() - began
     if kind == "duckdb-to-arrow":
-        import duckdb
-
-        con = duckdb.connect(":memory:")
-        con.execute("SET threads = 1")
+        con = _one_thread_duckdb()
         began = time.perf_counter()
         for _batch in con.sql(f"SELECT {', '.join(COLUMNS)} FROM read_parquet('{path}')").to_arrow_reader(1 << 18):
             pass

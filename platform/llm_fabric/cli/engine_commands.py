@@ -35,6 +35,12 @@ _ROWS = [
 ]
 
 
+_max_num_seqs_option = click.option(
+    "--max-num-seqs", type=int, default=None,
+    help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
+)
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
@@ -68,8 +74,7 @@ def _print_estimate(est: CapacityEstimate) -> None:
 @click.option("--context", type=int, default=DEFAULT_CONTEXT_TOKENS, show_default=True, help="Tokens per session.")
 @click.option("--users", type=int, default=1, show_default=True, help="Concurrent sessions.")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
-@click.option("--max-num-seqs", type=int, default=None,
-              help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).")
+@_max_num_seqs_option
 @click.option("--site", "site_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Instead: the capacity of every deployment of this site repo.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
@@ -135,8 +140,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--kv-dtype", default=None)
 @click.option("--max-model-len", type=int, default=None)
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
-@click.option("--max-num-seqs", type=int, default=None,
-              help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).")
+@_max_num_seqs_option
 @click.option("--priority", is_flag=True, help="Priority scheduling (dedicated allocations).")
 @click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
 def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, quantization: str | None,

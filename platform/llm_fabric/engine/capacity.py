@@ -167,9 +167,7 @@ def estimate(
     A replica runs at most `max_num_seqs` sequences at once (default: default_max_num_seqs(gpu)),
     however many more its KV pool could hold: `max_concurrency` is the smaller of the two.
     """
-    _check_inputs(count, context_tokens, users, gpu_memory_utilization)
-    if max_num_seqs is not None and max_num_seqs < 1:
-        raise UsageError(f"--max-num-seqs must be at least 1 (got {max_num_seqs})")
+    _check_inputs(count, context_tokens, users, gpu_memory_utilization, max_num_seqs)
     quant, option = recipe.quantization(quantization)
     kv_dtype = kv_cache_dtype or "auto"
     seqs = max_num_seqs or default_max_num_seqs(gpu)
@@ -180,7 +178,7 @@ def estimate(
                      gpu_memory_utilization, runtime_reserve_gb, seqs)
 
 
-def _check_inputs(count: int, context_tokens: int, users: int, utilization: float) -> None:
+def _check_inputs(count: int, context_tokens: int, users: int, utilization: float, max_num_seqs: int | None) -> None:
     if count < 1:
         raise UsageError(f"--count must be at least 1 (got {count})")
     if context_tokens < 1:
@@ -189,6 +187,8 @@ def _check_inputs(count: int, context_tokens: int, users: int, utilization: floa
         raise UsageError(f"--users must be at least 1 (got {users})")
     if not 0.0 < utilization <= 1.0:
         raise UsageError(f"--gpu-memory-utilization must be in (0, 1] (got {utilization})")
+    if max_num_seqs is not None and max_num_seqs < 1:
+        raise UsageError(f"--max-num-seqs must be at least 1 (got {max_num_seqs})")
 
 
 def _default_tp(recipe: Recipe, gpu: GpuSpec, count: int, quant: str, kv_dtype: str, context: int,
