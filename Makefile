@@ -23,7 +23,7 @@ $(ENGINE_STAMP): pyproject.toml
 	$(ENGINE_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
 	$(ENGINE_VENV)/bin/pip install -q --no-deps -e .
 	$(ENGINE_VENV)/bin/pip install -q ruamel.yaml==0.19.1
-	$(ENGINE_VENV)/bin/python -c "import vllm, llm_fabric.engine.vllm_probe"
+	$(ENGINE_VENV)/bin/python -c "import vllm, llm_fabric.engine.runtime.vllm_probe"
 	touch $(ENGINE_STAMP)
 
 engine: $(ENGINE_STAMP)
@@ -62,6 +62,8 @@ typecheck: venv
 
 lint: venv
 	$(BIN)/ruff check platform tests bench stacks
+	$(BIN)/ruff format --check platform tests bench stacks
+	PYTHONPATH=platform $(BIN)/lint-imports
 
 test: pytest typecheck lint
 

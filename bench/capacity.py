@@ -16,7 +16,7 @@ import time
 
 from llm_fabric.engine.capacity import estimate
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.enrollment.catalog import load_gpu_catalog
+from llm_fabric.hardware.catalog import load_gpu_catalog
 
 TARGET_S = 1.0
 

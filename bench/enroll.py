@@ -25,8 +25,8 @@ from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.enroll import EnrollRequest, build_manifest
 from llm_fabric.enrollment.facts import gather
 from llm_fabric.enrollment.registry import register
-from llm_fabric.enrollment.signing import load_private_key
-from llm_fabric.site.init import init_site
+from llm_fabric.init import init_site
+from llm_fabric.signing import load_private_key
 from llm_fabric.site.loader import load_site
 
 

@@ -86,8 +86,9 @@ def main() -> None:
     if args.worker:
         worker(args.worker[0], Path(args.worker[1]))
         return
+    from tests.fixtures.ledger_synthetic import generate_records
+
     from llm_fabric.ledger.period import Month
-    from llm_fabric.ledger.synthetic import generate_records
 
     args.dir.mkdir(parents=True, exist_ok=True)
     print("| records | baseline s | full-width s | ledger s | ledger rec/s | vs baseline | vs full-width "

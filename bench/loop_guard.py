@@ -19,7 +19,7 @@ import random
 import statistics
 import time
 
-from llm_fabric.engine.loop_detect import LoopDetector, LoopGuardSettings
+from llm_fabric.engine.runtime.loop_detect import LoopDetector, LoopGuardSettings
 
 TARGET_US = 5.0
 

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from llm_fabric.deploy.planning import plan_site
+from llm_fabric.plan.planning import plan_site
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import (
     Cluster,

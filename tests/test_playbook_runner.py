@@ -39,11 +39,11 @@ def test_env_finds_this_pythons_ansible(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_failed_task_is_reported_and_events_are_seen() -> None:
     events: list[dict[str, Any]] = []
-    # drain.yml refuses to run without drain_node: its assert fails on the control machine
+    # drain.yml refuses to run without fabric_drain_node: its assert fails on the control machine
     result = run_playbook(
-        "drain.yml", {"localhost": control_machine()}, extravars={"drain_status": "gone"}, on_event=events.append
+        "drain.yml", {"localhost": control_machine()}, extravars={"fabric_drain_status": "gone"}, on_event=events.append
     )
     assert not result.succeeded and result.status == "failed"
-    assert result.failures == ["localhost: Check the inputs: set drain_node (and drain_status: cordoned or retired)"]
+    assert result.failures == ["localhost: Check the inputs: set fabric_drain_node (and fabric_drain_status: cordoned or retired)"]
     assert result.stats["localhost"]["failures"] == 1
     assert any(e.get("event") == "playbook_on_stats" for e in events)

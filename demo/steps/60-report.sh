@@ -14,7 +14,7 @@ echo "\$ generate 200,000 request records for $MONTH (DuckDB)"
 import sys
 from pathlib import Path
 from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.synthetic import generate_records
+from tests.fixtures.ledger_synthetic import generate_records
 from llm_fabric.site.loader import load_site
 site = load_site(Path(sys.argv[1]))
 profiles = {n: (d.context.p50, d.context.p95) for n, d in site.deployments.items() if d.context}
@@ -22,7 +22,7 @@ generate_records(Path(sys.argv[3]), Month.parse(sys.argv[2]), 200_000, profiles,
 PY
 
 echo "\$ backfill the month into Prometheus' TSDB (promtool tsdb create-blocks-from openmetrics)"
-"$PYTHON" -m llm_fabric.ledger.replay backfill --site-repo "$SITE" --records "$records" --month "$MONTH" \
+"$PYTHON" -m tests.fixtures.ledger_replay backfill --site-repo "$SITE" --records "$records" --month "$MONTH" \
   --step 3600 --out "$work/history.om"
 rm -rf "$work/tsdb"
 promtool tsdb create-blocks-from openmetrics --quiet "$work/history.om" "$work/tsdb" >/dev/null
@@ -38,7 +38,7 @@ scrape_configs:
   - job_name: vllm-replay
     static_configs: [{targets: ["127.0.0.1:$replay_port"]}]
 YML
-"$PYTHON" -m llm_fabric.ledger.replay serve --site-repo "$SITE" --records "$records" --month "$MONTH" \
+"$PYTHON" -m tests.fixtures.ledger_replay serve --site-repo "$SITE" --records "$records" --month "$MONTH" \
   --port "$replay_port" --duration 5 &
 replay_pid=$!
 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" --log.level=warn \

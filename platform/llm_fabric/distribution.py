@@ -33,3 +33,8 @@ def data_path(folder: str, *parts: str) -> Path:
     if folder not in DATA_FOLDERS:
         raise ValueError(f"unknown data folder {folder!r}")
     return data_root().joinpath(folder, *parts)
+
+
+def shipped_recipe_ids() -> list[str]:
+    """Ids of the engine recipes shipped with the distribution (`engine/models/*.yaml` file stems)."""
+    return sorted(p.stem for p in data_path("engine", "models").glob("*.yaml"))

@@ -1,12 +1,12 @@
 """A plan of the reference site in the seed-000 layout, built from the Plan contract's fields.
 
 Used where the resource builders are under test and the placement is not: the solver is tested by
-its own suite, and `test_serving_from_build_plan` covers the real `build_plan` output.
+its own suite, and `test_serving_from_build_plan` covers the real `plan_site` output.
 """
 
 from __future__ import annotations
 
-from llm_fabric.deploy.plan import Plan, ReplicaPlacement, SolverReport
+from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
 
 # deployment -> (node, owner, gpu model, GPU indices, quantization, model id, data classes, dedicated_for)
 LAYOUT: dict[str, tuple[str, str, str, list[int], str, str, list[str], str | None]] = {

@@ -121,7 +121,7 @@ CASES: dict[str, tuple[list[dict[str, str]], str, dict[str, Any]]] = {
             {"gpu": "3", "UUID": "GPU-30130bfd", "Hostname": "dgx-b300-01"},
             "critical",
             "GPU 3 on dgx-b300-01 reported Xid 79",
-            "drain the node: ansible-playbook playbooks/drain.yml -e drain_node=dgx-b300-01",
+            "drain the node: ansible-playbook playbooks/drain.yml -e fabric_drain_node=dgx-b300-01",
         ),
     ),
 }

@@ -38,7 +38,7 @@ def test_program_is_a_few_lines(stack: str) -> None:
 
 def test_real_plan_renders_and_quotas_match_its_allocations() -> None:
     inputs = load_inputs(StackOptions(site_repo=REFERENCE), site=load_site(REFERENCE))
-    plan = inputs.the_plan()  # build_plan on the reference site
+    plan = inputs.the_plan()  # plan_site on the reference site
     workloads = [o for o in all_objects(build_stack("serving", inputs)) if o["kind"] == "Deployment"]
     assert len(workloads) == len(plan.replicas)
     alloc = split_allocation(inputs.site, "brno")

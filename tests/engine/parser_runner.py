@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from llm_fabric.engine.tiny_model import byte_alphabet
+from llm_fabric.engine.local.tiny_model import byte_alphabet
 
 BOS, EOS = "<s>", "</s>"
 

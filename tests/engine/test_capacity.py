@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from llm_fabric.engine.capacity import MAX_NUM_SEQS_LARGE_GPU, default_max_num_seqs, estimate, kv_bytes_per_token
 from llm_fabric.engine.recipes import get_recipe, recipe_ids
-from llm_fabric.enrollment.catalog import load_gpu_catalog
 from llm_fabric.errors import UsageError
+from llm_fabric.hardware.catalog import load_gpu_catalog
 
 
 def gpu(gpu_id: str):  # type: ignore[no-untyped-def]

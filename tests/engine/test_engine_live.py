@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from llm_fabric.engine.local import LocalEngine
-from llm_fabric.engine.loop_detect import LoopGuardSettings, find_loop
-from llm_fabric.engine.tiny_model import EOS
+from llm_fabric.engine.local.server import LocalEngine
+from llm_fabric.engine.local.tiny_model import EOS
+from llm_fabric.engine.runtime.loop_detect import LoopGuardSettings, find_loop
 from tests.fixtures.engine import ENGINE_RECIPE, get_text, post_json
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -16,7 +16,7 @@ def test_dockerfile_builds_on_the_checked_vllm_and_installs_the_plugin() -> None
     dockerfile = (REPO / "engine" / "images" / "Dockerfile").read_text()
     base = re.search(r"^ARG VLLM_IMAGE=(\S+)$", dockerfile, re.MULTILINE)
     assert base is not None and base.group(1) == f"vllm/vllm-openai:v{VLLM_VERSION}"
-    assert "import llm_fabric.engine.loop_guard" in dockerfile  # the build fails if the plugin cannot load
+    assert "import llm_fabric.engine.runtime.loop_guard" in dockerfile  # the build fails if the plugin cannot load
 
 
 def test_engine_cpu_extra_pins_the_same_vllm() -> None:

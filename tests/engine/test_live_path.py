@@ -18,8 +18,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local import LocalEngine
-from llm_fabric.engine.traffic import lognormal_lengths, nearest_rank, plan_burst, send_burst, write_records
+from llm_fabric.engine.local.server import LocalEngine
+from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank, plan_burst, send_burst, write_records
 from llm_fabric.ledger.period import Month
 from llm_fabric.site.loader import load_site
 from tests.fixtures.engine import ENGINE_RECIPE, get_text

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from llm_fabric.engine.loop_detect import LoopDetector, LoopGuardSettings, find_loop
+from llm_fabric.engine.runtime.loop_detect import LoopDetector, LoopGuardSettings, find_loop
 
 DEFAULT = LoopGuardSettings()
 

@@ -1,4 +1,4 @@
-"""The known burst (`llm_fabric.engine.traffic`): its prompt-length distribution and its plan."""
+"""The known burst (`llm_fabric.engine.local.traffic`): its prompt-length distribution and its plan."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_fabric.engine.traffic import lognormal_lengths, nearest_rank, plan_burst, write_records
+from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank, plan_burst, write_records
 from llm_fabric.errors import UsageError
 
 

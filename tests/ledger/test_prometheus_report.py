@@ -12,10 +12,10 @@ import pytest
 
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.replay import ReplayServer, load_series, openmetrics_history
 from llm_fabric.ledger.report import ReportInputs, build_report
-from llm_fabric.ledger.synthetic import generate_records
 from llm_fabric.site.loader import load_site
+from tests.fixtures.ledger_replay import ReplayServer, load_series, openmetrics_history
+from tests.fixtures.ledger_synthetic import generate_records
 from tests.fixtures.prometheus import PrometheusServer, free_port, scrape_job
 
 PROFILES = {"qwen3-5": (1100, 33958), "kimi-k2-6": (2179, 99746), "gpt-oss-120b": (193, 2842)}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import EXIT_POLICY, UsageError
 
@@ -20,7 +21,7 @@ STACKS = ("allocations", "serving", "observability")
 
 
 @click.command("render")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+@site_repo_option(positional=True)
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write.")
 @click.option("--site", "site", metavar="ID", help="Site whose cluster to render (default: the only site).")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), help="Plan JSON to deploy.")
@@ -42,7 +43,7 @@ STACKS = ("allocations", "serving", "observability")
 )
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 def render_command(
-    directory: Path,
+    site_repo: Path,
     out: Path,
     site: str | None,
     plan_file: Path | None,
@@ -62,9 +63,9 @@ def render_command(
 
     \b
     Examples:
-      fabric render ./site --out ./site/deploy
-      fabric render ./site --out ./site/deploy --check --crds ./crds
-      fabric render ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
+      fabric render -C ./site --out ./site/deploy
+      fabric render -C ./site --out ./site/deploy --check --crds ./crds
+      fabric render -C ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
     """
     from llm_fabric.deploy.build import STACK_ORDER, load_inputs
     from llm_fabric.deploy.crd_validation import CrdSchemas, check_manifests
@@ -73,7 +74,7 @@ def render_command(
 
     if crds_dir is not None and not check:
         raise UsageError("--crds is used by --check", hint="add --check")
-    options = StackOptions(site_repo=directory, site=site, plan_file=plan_file)
+    options = StackOptions(site_repo=site_repo, site=site, plan_file=plan_file)
     inputs = load_inputs(options)
     crds = CrdSchemas.load(crds_dir) if crds_dir is not None else None  # a wrong folder fails before writing
     chosen = tuple(s for s in STACK_ORDER if s in stacks) if stacks else STACK_ORDER
@@ -111,14 +112,7 @@ def _print_check(report: CheckReport) -> None:
 
 @click.command("provision")
 @click.argument("node")
-@click.option(
-    "--site-repo",
-    "site_repo",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="The site repo the node is enrolled in.",
-)
+@site_repo_option()
 @click.option("--host", "address", metavar="ADDR", help="Address to reach the node (default: its hostname).")
 @click.option("--ssh-user", help="SSH user.")
 @click.option("--ssh-port", type=int, help="SSH port.")
@@ -158,7 +152,7 @@ def provision_command(
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
     from llm_fabric.deploy.options import StackOptions
-    from llm_fabric.deploy.provision import find_node, provision_node
+    from llm_fabric.nodes.provision import find_node, provision_node
     from llm_fabric.playbook_runner import Target
     from llm_fabric.site.loader import load_site
 

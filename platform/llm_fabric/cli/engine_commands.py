@@ -75,28 +75,34 @@ def _print_estimate(est: CapacityEstimate) -> None:
 @click.option("--users", type=int, default=1, show_default=True, help="Concurrent sessions.")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @_max_num_seqs_option
-@click.option("--site", "site_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Instead: the capacity of every deployment of this site repo.")
+@click.option("-C", "--site-repo", "site_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="DIR", help="Instead: the capacity of every deployment of this site repo.")
+@click.option("--site", "legacy_site_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
 def capacity_command(model: str | None, gpu_id: str | None, count: int | None, tp: int | None,
                      quantization: str | None, kv_dtype: str | None, context: int, users: int,
                      gpu_memory_utilization: float, max_num_seqs: int | None, site_dir: Path | None,
-                     as_json: bool) -> int:
+                     legacy_site_dir: Path | None, as_json: bool) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
 
     \b
     Examples:
       fabric capacity --model llama-3.3-70b --gpu h200 --count 1 --context 3000 --users 48
       fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 100000 --json
-      fabric capacity --site ./site
+      fabric capacity -C ./site
     """
+    if legacy_site_dir is not None:
+        # `--site` names a site id everywhere else (enroll, render); here it was the repo folder
+        click.echo(f"note: `capacity --site DIR` is deprecated (next release removes it); use `-C {legacy_site_dir}`",
+                   err=True)
+        site_dir = site_dir or legacy_site_dir
     if site_dir is not None:
         return _site(site_dir, as_json)
     if not (model and gpu_id and count):
-        raise click.UsageError("--model, --gpu and --count are required (or --site DIR)")
+        raise click.UsageError("--model, --gpu and --count are required (or -C DIR for a site repo)")
     from llm_fabric.engine.capacity import estimate
     from llm_fabric.engine.recipes import get_recipe
-    from llm_fabric.enrollment.catalog import load_gpu_catalog
+    from llm_fabric.hardware.catalog import load_gpu_catalog
 
     est = estimate(get_recipe(model), load_gpu_catalog().get(gpu_id), count, tensor_parallel_size=tp,
                    quantization=quantization, kv_cache_dtype=kv_dtype, context_tokens=context, users=users,
@@ -156,7 +162,7 @@ def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, qua
     from llm_fabric.engine.args import engine_command
     from llm_fabric.engine.capacity import estimate
     from llm_fabric.engine.recipes import get_recipe
-    from llm_fabric.enrollment.catalog import load_gpu_catalog
+    from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)
     gpu = load_gpu_catalog().get(gpu_id)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
+from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY, PolicyRefusal, Problem, UsageError
 
@@ -21,15 +22,8 @@ if TYPE_CHECKING:
 _STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 _TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold red"}
 
-site_repo_option = click.option(
-    "--site-repo",
-    "site_repo",
-    # absolute: the registry joins paths onto it and git runs inside it (a relative ./site was staged as site/site/...)
-    type=click.Path(file_okay=False, path_type=Path, resolve_path=True),
-    default=".",
-    show_default=True,
-    help="The federation's site repo.",
-)
+# absolute: the registry joins paths onto it and git runs inside it (a relative ./site was staged as site/site/...)
+site_repo = site_repo_option(absolute=True)
 key_option = click.option(
     "--key",
     "key_path",
@@ -113,7 +107,7 @@ def print_verdict(result: EnrollResult) -> None:
 
 @click.command("enroll")
 @click.argument("host")
-@site_repo_option
+@site_repo
 @click.option("--owner", required=True, metavar="GROUP", help="Contributing tenant that owns the machine.")
 @click.option("--site", "site", required=True, metavar="SITE", help="Site (in fabric.yaml) where the machine runs.")
 @click.option("--name", metavar="NODE", help="Node name (default: the machine's short hostname).")
@@ -207,7 +201,7 @@ def keys_group() -> None:
 
 
 @keys_group.command("init")
-@site_repo_option
+@site_repo
 @click.option(
     "--private-key",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -220,7 +214,7 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
     Example:
       fabric keys init --site-repo ./site
     """
-    from llm_fabric.enrollment.signing import default_private_key_path, init_keys
+    from llm_fabric.signing import default_private_key_path, init_keys
     from llm_fabric.site import gitrepo
 
     pair = init_keys(site_repo, private_key or default_private_key_path(site_repo))
@@ -245,7 +239,7 @@ def nodes_group() -> None:
 
 
 @nodes_group.command("list")
-@site_repo_option
+@site_repo
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def nodes_list_command(site_repo: Path, as_json: bool) -> None:
     """List the nodes with tier, GPUs, owner and signature state.
@@ -290,7 +284,7 @@ def nodes_list_command(site_repo: Path, as_json: bool) -> None:
 
 @nodes_group.command("show")
 @click.argument("name")
-@site_repo_option
+@site_repo
 def nodes_show_command(name: str, site_repo: Path) -> None:
     """Print a node's manifest and whether its signature holds.
 
@@ -308,7 +302,7 @@ def nodes_show_command(name: str, site_repo: Path) -> None:
 
 
 @nodes_group.command("verify")
-@site_repo_option
+@site_repo
 def nodes_verify_command(site_repo: Path) -> int:
     """Check every node's signature; exit 3 if any manifest was edited by hand or is unsigned.
 
@@ -332,7 +326,7 @@ def nodes_verify_command(site_repo: Path) -> int:
 
 @nodes_group.command("retire")
 @click.argument("name")
-@site_repo_option
+@site_repo
 @key_option
 @click.option(
     "--no-drain", is_flag=True, help="Only mark the manifest: the machine and its Kubernetes node are already gone."
@@ -367,8 +361,8 @@ def nodes_retire_command(
       fabric nodes retire hgx-h200-ceitec --site-repo ./site --context cerit-brno-admin --drain-timeout 30m
       fabric nodes retire old-box --site-repo ./site --no-drain
     """
-    from llm_fabric.deploy.retirement import DrainOptions, retire_node
-    from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
+    from llm_fabric.nodes.retire import DrainOptions, retire_node
+    from llm_fabric.signing import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
     drain = None if no_drain else DrainOptions(kubectl=kubectl, context=context, timeout=drain_timeout)
@@ -384,7 +378,7 @@ def nodes_retire_command(
 
 @nodes_group.command("sign")
 @click.argument("name")
-@site_repo_option
+@site_repo
 @key_option
 def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> None:
     """Sign a node manifest an operator wrote by hand (provenance: declared), vouching for it.
@@ -395,7 +389,7 @@ def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> Non
     """
     from llm_fabric.documents import load_model
     from llm_fabric.enrollment.registry import node_path, sign_file
-    from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
+    from llm_fabric.signing import default_private_key_path, load_private_key
     from llm_fabric.site import gitrepo
     from llm_fabric.site.models import NodeManifest
 

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from pydantic import ValidationError
 from rich.console import Console
 
+from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.ledger.period import Month
@@ -31,12 +31,9 @@ _files = click.Path(exists=True, dir_okay=False, path_type=Path)
 def _replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
     if plan_path is None:
         return None
-    from llm_fabric.deploy.plan import Plan  # the deploy stack is needed only with --plan
+    from llm_fabric.plan.document import load_plan
 
-    try:
-        plan = Plan.model_validate_json(plan_path.read_text())
-    except (OSError, ValidationError) as exc:
-        raise UsageError(f"{plan_path}: not a plan written by `fabric plan --json`: {exc}") from exc
+    plan = load_plan(plan_path)
     return {(r.deployment, str(r.index)): r.owner for r in plan.replicas}
 
 
@@ -56,7 +53,7 @@ def _inputs(
 
 def _signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519PrivateKey | None, str]:
     """--sign-key, else the federation's key where `fabric init` put it (beside the repo, or $FABRIC_ENROLLMENT_KEY)."""
-    from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
+    from llm_fabric.signing import default_private_key_path, load_private_key
 
     if sign_key is not None:
         return load_private_key(sign_key), str(sign_key)
@@ -68,7 +65,7 @@ def _signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519Private
 
 def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict[str, Ed25519PublicKey] | None, str]:
     """Keys a report may be signed with: the site repo's keys/*.pub and/or one given file."""
-    from llm_fabric.enrollment.signing import key_id, load_public_key, load_public_keys
+    from llm_fabric.signing import key_id, load_public_key, load_public_keys
 
     if site_repo is None and public_key is None:
         return None, ""
@@ -88,13 +85,13 @@ def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict
 
 
 _common = [
-    click.option("--site-repo", type=click.Path(file_okay=False, path_type=Path), help="The site repo (ledger.yaml)."),
+    site_repo_option(),
     click.option("--prometheus", metavar="URL", help="Prometheus holding the engines' vLLM metrics."),
     click.option("--requests", "requests", multiple=True, type=_files,
                  help="Request records (.jsonl/.parquet/.csv); repeatable."),
     click.option("--requests-format", type=click.Choice(["auto", "fabric", "litellm"]), default="auto",
                  show_default=True, help="Record schema: the fabric's, or a LiteLLM spend-log export."),
-    click.option("--plan", "plan", type=_files, help="Plan JSON (`fabric plan --json`): replica -> node owner."),
+    click.option("--plan", "plan", type=_files, help="Plan document (`fabric plan -o FILE`): replica -> node owner."),
 ]
 
 
@@ -112,7 +109,7 @@ def _with_common(func: Any) -> Any:
               help="Ed25519 private key (PEM, mode 0600) that signs the manifest; default: the federation key.")
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.pass_context
-def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str | None, requests: tuple[Path, ...],
+def report_command(ctx: click.Context, site_repo: Path, prometheus: str | None, requests: tuple[Path, ...],
                    requests_format: str, plan: Path | None, month: str | None, out: Path | None,
                    sign_key: Path | None, as_json: bool) -> None:
     """Publish the month's usage report: Markdown, HTML with charts, JSON, CSVs, signed manifest.
@@ -128,14 +125,14 @@ def report_command(ctx: click.Context, site_repo: Path | None, prometheus: str |
     """
     if ctx.invoked_subcommand is not None:
         return
-    given = (("--site-repo", site_repo), ("--month", month), ("--out", out))
+    given = (("--month", month), ("--out", out))
     missing = [name for name, value in given if value is None]
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", hint="see `fabric report --help`")
-    assert site_repo is not None and month is not None and out is not None
-    from llm_fabric.enrollment.signing import key_id
+    assert month is not None and out is not None
     from llm_fabric.ledger.publish import write_report
     from llm_fabric.ledger.report import build_report
+    from llm_fabric.signing import key_id
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
@@ -216,7 +213,7 @@ def verify_command(out: Path, trust_repo: Path | None, public_key: Path | None, 
 @click.option("--address", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--refresh", type=float, default=60.0, show_default=True, help="Seconds between recomputing the books.")
 @click.option("--once", is_flag=True, help="Print the metrics once (text format) and exit.")
-def exporter_command(site_repo: Path | None, prometheus: str | None, requests: tuple[Path, ...], requests_format: str,
+def exporter_command(site_repo: Path, prometheus: str | None, requests: tuple[Path, ...], requests_format: str,
                      plan: Path | None, port: int, address: str, refresh: float, once: bool) -> None:
     """Serve pool and month-to-date ledger figures for Prometheus (prometheus-client).
 
@@ -230,8 +227,6 @@ def exporter_command(site_repo: Path | None, prometheus: str | None, requests: t
     from llm_fabric.ledger.exporter import build_registry
     from llm_fabric.site.loader import load_site
 
-    if site_repo is None:
-        raise UsageError("missing --site-repo", hint="see `fabric exporter --help`")
     site = load_site(site_repo)
     with_books = bool(requests or prometheus)
     inputs = _inputs("2000-01", requests, requests_format, prometheus, plan) if with_books else None

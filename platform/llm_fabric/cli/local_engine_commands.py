@@ -10,9 +10,9 @@ from pathlib import Path
 import click
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.engine.local import cpu_stand_in_args, cpu_stand_in_env, start_engine
-from llm_fabric.engine.tiny_model import build_tiny_model
-from llm_fabric.engine.traffic import nearest_rank, plan_burst, send_burst, write_records
+from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
+from llm_fabric.engine.local.tiny_model import build_tiny_model
+from llm_fabric.engine.local.traffic import nearest_rank, plan_burst, send_burst, write_records
 from llm_fabric.errors import PolicyRefusal, UsageError
 
 # Recipes, the GPU catalog and the vLLM checks are imported inside the commands that use them: every
@@ -70,7 +70,7 @@ def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, 
         raise UsageError("only --local is supported", hint="add --local")
     from llm_fabric.engine.args import engine_command
     from llm_fabric.engine.recipes import get_recipe
-    from llm_fabric.enrollment.catalog import load_gpu_catalog
+    from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(recipe_id)
     gpu = load_gpu_catalog().get(gpu_id)

@@ -1,7 +1,9 @@
 """Entry point of `fabric`. Errors from the core are shown here, once, with their exit code.
 
-Each command group lives in its own module listed in `COMMAND_MODULES`; a module exposes
-`commands: list[click.Command]`.
+Commands live in `llm_fabric.cli.<topic>_commands` modules, each exposing `commands: list[click.Command]`.
+`COMMANDS` maps every top-level command to its module, and the group imports a module only when one
+of its commands runs (or `--help` lists them), so `fabric validate` does not pay for OR-tools,
+Pulumi or DuckDB. A new command adds its name here; `tests/cli/test_startup.py` checks the table.
 """
 
 from __future__ import annotations
@@ -16,22 +18,39 @@ from rich.console import Console
 from llm_fabric import __version__
 from llm_fabric.errors import EXIT_INTERNAL, EXIT_USAGE, FabricError
 
-COMMAND_MODULES = [
-    "llm_fabric.cli.engine_commands",
-    "llm_fabric.cli.site_commands",
-    "llm_fabric.cli.plan_commands",
-    "llm_fabric.cli.deploy_commands",
-    "llm_fabric.cli.ledger_commands",
-    "llm_fabric.cli.enroll_commands",
-    "llm_fabric.cli.local_engine_commands",
-]
+COMMANDS: dict[str, str] = {
+    "capacity": "engine_commands",
+    "engine-args": "engine_commands",
+    "init": "site_commands",
+    "validate": "site_commands",
+    "schema": "site_commands",
+    "plan": "plan_commands",
+    "render": "deploy_commands",
+    "provision": "deploy_commands",
+    "report": "ledger_commands",
+    "exporter": "ledger_commands",
+    "enroll": "enroll_commands",
+    "facts": "enroll_commands",
+    "keys": "enroll_commands",
+    "nodes": "enroll_commands",
+    "engine": "local_engine_commands",
+}
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class FabricGroup(click.Group):
+    """A group that imports a command's module on first use (see `COMMANDS`)."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(self.commands)
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        commands: list[click.Command] = importlib.import_module(f"llm_fabric.cli.{module}").commands
+        return next(c for c in commands if c.name == cmd_name)
 
 
 @click.group(cls=FabricGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -44,15 +63,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
     \b
     Examples:
       fabric init ./site --example cerit-sc
-      fabric validate ./site
+      fabric validate -C ./site
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-
-
-for _module in COMMAND_MODULES:
-    for _command in importlib.import_module(_module).commands:
-        cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:

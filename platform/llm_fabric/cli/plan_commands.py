@@ -9,24 +9,28 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from llm_fabric.cli.output import console, print_json
+from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.output import console
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY
 
 if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is made
-    from llm_fabric.deploy.plan import Plan
-    from llm_fabric.deploy.plan_diff import PlanDiff
+    from llm_fabric.plan.document import Plan, PlanDiff
 
 
 @click.command("plan")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+@site_repo_option(positional=True)
 @click.option("--base", "base_rev", metavar="REV", help="Compare with the site repo at this git revision.")
-@click.option("--json", "as_json", is_flag=True, help="Print the plan (and the diff) as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan document (with its diff) as JSON.")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the plan document to FILE (read by render --plan, planFile, report --plan).")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
               help="markdown: one document that fits a pull-request comment.")
 @click.option("--time-limit", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
               help="Solver time limit (default 10, or $FABRIC_PLAN_TIME_LIMIT).")
-def plan_command(directory: Path, base_rev: str | None, as_json: bool, fmt: str, time_limit: float | None) -> int:
-    """Plan the placement of every deployment of the site repo in DIRECTORY.
+def plan_command(
+    site_repo: Path, base_rev: str | None, as_json: bool, output: Path | None, fmt: str, time_limit: float | None
+) -> int:
+    """Plan the placement of every deployment of the site repo (the current folder, or -C DIR).
 
     Shows, per deployment, the replicas (node and GPUs, TP, quantization), KV pool, sessions at the
     p50/p95 context, decode speed and engine args; per owner the GPUs contributed, dedicated and lent;
@@ -35,38 +39,44 @@ def plan_command(directory: Path, base_rev: str | None, as_json: bool, fmt: str,
 
     \b
     Examples:
-      fabric plan ./site
-      fabric plan ./site --base main --format markdown > plan-comment.md
-      fabric plan ./site --base HEAD~1 --json
+      fabric plan -C ./site
+      fabric plan -C ./site --base main --format markdown > plan-comment.md
+      fabric plan -C ./site -o plan.json && fabric render -C ./site --plan plan.json --out ./deploy
+      fabric plan --base HEAD~1 --json          # inside the site repo
     """
-    from llm_fabric.deploy.plan_diff import diff_plans
-    from llm_fabric.deploy.plan_report import markdown
-    from llm_fabric.deploy.planning import plan_site
-    from llm_fabric.deploy.revision import checkout_revision
+    from llm_fabric.plan.diff import diff_plans
+    from llm_fabric.plan.document import plan_json, write_plan
+    from llm_fabric.plan.planning import plan_site
+    from llm_fabric.plan.report import markdown
+    from llm_fabric.plan.revision import checkout_revision
     from llm_fabric.site.loader import load_site
 
-    site = load_site(directory)
+    site = load_site(site_repo)
     diff = None
     if base_rev is not None:
         with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
-            base_site = load_site(checkout_revision(directory, base_rev, Path(tmp)))
+            base_site = load_site(checkout_revision(site_repo, base_rev, Path(tmp)))
             base_plan = plan_site(base_site, time_limit_s=time_limit)
         plan = plan_site(site, base_plan, time_limit_s=time_limit)
         diff = diff_plans(base_plan, plan, base_rev)
+        plan = plan.model_copy(update={"diff": diff})
     else:
         plan = plan_site(site, time_limit_s=time_limit)
+    if output is not None:
+        write_plan(plan, output)
     if as_json:
-        print_json({"plan": plan.model_dump(mode="json"), "diff": diff.model_dump(mode="json") if diff else None,
-                    "complete": plan.complete})
+        click.echo(plan_json(plan), nl=False)
     elif fmt == "markdown":
         click.echo(markdown(plan, diff), nl=False)
     else:
         _print_tables(plan, diff)
+    if output is not None and not as_json:
+        console.print(f"plan written to {output}", markup=False)
     return EXIT_OK if plan.complete else EXIT_POLICY
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:
-    from llm_fabric.deploy.plan_report import sections
+    from llm_fabric.plan.report import sections
 
     for sec in sections(plan, diff):
         if sec.rows:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json, print_problems
 
 # The site modules (pydantic models, schemas, policies) are imported inside the commands: every `fabric`
@@ -16,7 +17,7 @@ class _InitCommand(click.Command):
     """`fabric init`, whose help lists the shipped examples (read only when the help is shown)."""
 
     def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        from llm_fabric.site.init import examples
+        from llm_fabric.init import examples
 
         super().format_help_text(ctx, formatter)
         with formatter.indentation():
@@ -40,7 +41,7 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
     Example:
       fabric init ./site --example cerit-sc
     """
-    from llm_fabric.site.init import init_site
+    from llm_fabric.init import init_site
 
     result = init_site(directory, example, key_path)
     what = f"example `{example}`" if example else "empty skeleton"
@@ -54,20 +55,20 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
 
 
 @click.command("validate")
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+@site_repo_option(positional=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate_command(directory: Path, as_json: bool) -> int:
+def validate_command(site_repo: Path, as_json: bool) -> int:
     """Check a site repo: schema, references, signatures and policies.
 
     Exit 0 when valid, 2 on schema/reference problems, 3 on policy violations.
 
     \b
     Example:
-      fabric validate ./site --json
+      fabric validate -C ./site --json
     """
-    from llm_fabric.site.validation import validate_site
+    from llm_fabric.validate import validate_site
 
-    report = validate_site(directory)
+    report = validate_site(site_repo)
     if as_json:
         print_json(report.as_dict())
         return report.exit_code
@@ -75,9 +76,9 @@ def validate_command(directory: Path, as_json: bool) -> int:
     print_problems("policy violations", report.violations, style="yellow")
     counts = ", ".join(f"{v} {k}" for k, v in report.summary.items())
     if report.exit_code == 0:
-        console.print(f"[green]valid[/]: {directory} ({counts})")
+        console.print(f"[green]valid[/]: {site_repo} ({counts})")
     else:
-        console.print(f"[red]not valid[/]: {directory}" + (f" ({counts})" if counts else ""))
+        console.print(f"[red]not valid[/]: {site_repo}" + (f" ({counts})" if counts else ""))
     return report.exit_code
 
 

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-from pydantic import ValidationError
 
 from llm_fabric.deploy.manifests import Bundle
 from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.plan import Plan, build_plan
 from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
 from llm_fabric.deploy.resources.observability import build_observability
 from llm_fabric.deploy.resources.serving import build_serving
 from llm_fabric.deploy.sites import resolve_site
-from llm_fabric.errors import ConfigError, Problem, UsageError
+from llm_fabric.errors import UsageError
+from llm_fabric.plan.document import Plan, load_plan
 from llm_fabric.site.loader import SiteRepo, load_site
 
 # the order to deploy them in: cluster-wide quota first, then the namespace and its workloads
@@ -31,7 +28,12 @@ class StackInputs:
 
     def the_plan(self) -> Plan:
         if self.plan is None:
-            self.plan = load_plan(self.options.plan_file) if self.options.plan_file else build_plan(self.site)
+            if self.options.plan_file:
+                self.plan = load_plan(self.options.plan_file)
+            else:
+                from llm_fabric.plan.planning import plan_site  # the solver (OR-tools) only when planning here
+
+                self.plan = plan_site(self.site)
         return self.plan.require_complete()
 
 
@@ -40,28 +42,6 @@ def load_inputs(options: StackOptions, *, site: SiteRepo | None = None, plan: Pl
     site_id = resolve_site(repo, options.site)
     namespace = repo.config.sites[site_id].cluster.namespace
     return StackInputs(repo, site_id, namespace, options, plan)
-
-
-def load_plan(path: Path) -> Plan:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(
-            f"cannot read the plan {path}: {exc.strerror}", hint="write it with `fabric plan --json`"
-        ) from exc
-    try:
-        return Plan.model_validate_json(text)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(s) for s in first["loc"])
-        raise ConfigError(
-            [
-                Problem(
-                    str(first["msg"]), file=path, field=where or None, hint="regenerate it with `fabric plan --json`"
-                )
-            ],
-            summary=f"{path} is not a plan ({exc.error_count()} problems)",
-        ) from exc
 
 
 def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from llm_fabric.engine.capacity import default_max_num_seqs
 from llm_fabric.engine.loop_guard_config import loop_guard_flags
 from llm_fabric.engine.recipes import Recipe
-from llm_fabric.enrollment.catalog import GpuSpec
 from llm_fabric.errors import PolicyRefusal, UsageError
-from llm_fabric.kernels.matrix import load_kernel_matrix
+from llm_fabric.hardware.catalog import GpuSpec
+from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 
 ENGINE_PORT = 8000
 

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from llm_fabric.engine.recipes import KV_DTYPE_BYTES, MlaAttention, QuantizationOption, Recipe
-from llm_fabric.enrollment.catalog import GpuSpec
 from llm_fabric.errors import UsageError
-from llm_fabric.kernels.matrix import load_kernel_matrix
+from llm_fabric.hardware.catalog import GpuSpec
+from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 
 GB = 1e9
 KV_BLOCK_TOKENS = 16  # vLLM's default block size on CUDA

@@ -12,9 +12,9 @@ from pydantic import Field
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.distribution import data_path
 from llm_fabric.documents import load_model
-from llm_fabric.engine.loop_detect import LoopGuardSettings
+from llm_fabric.engine.runtime.loop_detect import LoopGuardSettings
 
-PLUGIN_CLASS = "llm_fabric.engine.loop_guard:LoopGuardLogitsProcessor"
+PLUGIN_CLASS = "llm_fabric.engine.runtime.loop_guard:LoopGuardLogitsProcessor"
 
 
 class LoopGuardOverrides(FabricModel):

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from llm_fabric.basemodel import FabricModel
-from llm_fabric.distribution import data_path
+from llm_fabric.distribution import data_path, shipped_recipe_ids
 from llm_fabric.documents import load_model, suggest
 from llm_fabric.errors import ConfigError, Problem, UsageError
 
@@ -190,7 +190,7 @@ def recipe_dir() -> Path:
 
 def recipe_ids() -> list[str]:
     """Ids of the recipes shipped with the distribution (file stems)."""
-    return sorted(p.stem for p in recipe_dir().glob("*.yaml"))
+    return shipped_recipe_ids()
 
 
 def load_recipe_file(path: Path) -> Recipe:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from llm_fabric.engine.capacity import CapacityEstimate, estimate
 from llm_fabric.engine.recipes import get_recipe
-from llm_fabric.enrollment.catalog import load_gpu_catalog
 from llm_fabric.errors import UsageError
+from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import Deployment
 

@@ -1,6 +1,6 @@
 """`fabric validate` checks that need the recipes, the GPU catalog and the capacity model.
 
-Listed in `llm_fabric.site.validation.SITE_CHECK_MODULES`. A deployment must ask for a
+Listed in `llm_fabric.validate.site_checks`. A deployment must ask for a
 quantization, KV-cache dtype and tensor-parallel size its recipe offers; GPU ids named in
 placements and node manifests must be in the catalog; a deployment pinned to GPU models must
 fit at least one of them (capacity model, kernel matrix) - all "config" findings (exit 2).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from llm_fabric.documents import suggest
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.enrollment.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.errors import Problem
+from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import Deployment
 from llm_fabric.site.validation import Finding, SiteCheck

@@ -1,7 +1,7 @@
 """Every recipe's engine args on every GPU that can run it, checked by the installed vLLM itself.
 
 The cases are built here, in the fabric's environment, with `engine_command`; vLLM parses them in
-its own environment (`llm_fabric.engine.vllm_probe`, one subprocess for all cases because
+its own environment (`llm_fabric.engine.runtime.vllm_probe`, one subprocess for all cases because
 importing vLLM takes many seconds). A (recipe, GPU, quantization) that the kernel matrix refuses is
 not a case: the fabric never generates args for it.
 """
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llm_fabric.engine.args import engine_command
-from llm_fabric.engine.local import engine_python
+from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.enrollment.catalog import load_gpu_catalog
 from llm_fabric.errors import FabricError, PolicyRefusal
+from llm_fabric.hardware.catalog import load_gpu_catalog
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,9 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                 for kv in recipe.kv_cache_dtypes:
                     label = f"{recipe.id} on {gpu.id} ({quant}, kv {kv}, tp {tp})"
                     try:
-                        command = engine_command(recipe, gpu=gpu, tensor_parallel_size=tp, quantization=quant,
-                                                 kv_cache_dtype=kv)
+                        command = engine_command(
+                            recipe, gpu=gpu, tensor_parallel_size=tp, quantization=quant, kv_cache_dtype=kv
+                        )
                     except PolicyRefusal:
                         refused.append(label)
                         continue
@@ -59,13 +60,19 @@ def check_with_vllm(cases: list[ArgCase], python: Path | None = None, timeout: f
     payload = json.dumps([{"label": c.label, "args": c.args} for c in cases])
     try:
         done = subprocess.run(
-            [str(interpreter), "-m", "llm_fabric.engine.vllm_probe", "args"], input=payload, capture_output=True,
-            text=True, timeout=timeout, check=False, env={"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1",
-                                                          "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+            [str(interpreter), "-m", "llm_fabric.engine.runtime.vllm_probe", "args"],
+            input=payload,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env={"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
         )
     except subprocess.TimeoutExpired as exc:
         raise FabricError(f"vLLM's argument check did not finish in {timeout:.0f} s") from exc
     if done.returncode != 0:
-        raise FabricError(f"vLLM's argument check failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
-                          hint="is llm-fabric installed in the engine environment? (`make engine` does it)")
+        raise FabricError(
+            f"vLLM's argument check failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
+            hint="is llm-fabric installed in the engine environment? (`make engine` does it)",
+        )
     return [ArgVerdict(r["label"], bool(r["ok"]), list(r["problems"])) for r in json.loads(done.stdout)]

@@ -17,10 +17,10 @@ from pydantic import Field
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.distribution import data_path
 from llm_fabric.documents import load_model
-from llm_fabric.enrollment.catalog import GpuCatalog, GpuSpec, load_gpu_catalog
 from llm_fabric.enrollment.inventory import Inventory
 from llm_fabric.errors import UsageError
-from llm_fabric.kernels.matrix import KernelMatrix, load_kernel_matrix
+from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec, load_gpu_catalog
+from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
 from llm_fabric.site.models import CheckResult
 
 Tier = Literal["full", "limited", "rejected"]

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from llm_fabric.enrollment.admission import Verdict, decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
-from llm_fabric.enrollment.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.enrollment.facts import FactsBundle, ProgressCallback, gather, load_bundle
 from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
 from llm_fabric.enrollment.registry import Registration, register
-from llm_fabric.enrollment.signing import default_private_key_path, load_private_key
 from llm_fabric.errors import ConfigError, UsageError
+from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.playbook_runner import Connection, Target
+from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.loader import SiteRepo, collect_site
 from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
 

@@ -1,4 +1,4 @@
-"""Node manifests in the site repo: write (atomic, then a git commit), compare, verify, retire.
+"""Node manifests in the site repo: write (atomic, then a git commit), compare, verify.
 
 Registration holds `.git/fabric-enroll.lock` from the GPU-UUID check to the commit, so that two
 enrolments into one repo at the same time cannot both claim a GPU and neither loses its commit.
@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_document
-from llm_fabric.enrollment.signing import load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
+from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.schemas import modeline
@@ -41,7 +41,7 @@ def manifest_text(manifest: NodeManifest) -> str:
 
 
 @contextmanager
-def _enroll_lock(root: Path) -> Iterator[None]:
+def registry_lock(root: Path) -> Iterator[None]:
     if not gitrepo.is_repo(root):
         raise UsageError(f"{root} is not a git site repo", hint="create one with `fabric init DIR`")
     with gitrepo.file_lock(root / ".git" / "fabric-enroll.lock"):
@@ -68,7 +68,7 @@ class Registration:
 
 
 def register(root: Path, manifest: NodeManifest, private: Ed25519PrivateKey, *, dry_run: bool = False) -> Registration:
-    with _enroll_lock(root):
+    with registry_lock(root):
         nodes = load_nodes(root)
         _refuse_claimed_gpus(manifest, nodes)
         previous = nodes.get(manifest.name)
@@ -162,32 +162,3 @@ def verify_nodes(root: Path) -> list[NodeStatus]:
             continue
         out.append(NodeStatus(path.stem, path, manifest, verify_manifest(manifest, keys)))
     return out
-
-
-def retire(root: Path, name: str, private: Ed25519PrivateKey) -> Registration:
-    """Mark a node retired (re-signed, committed). Draining its workloads is the drain playbook's job."""
-    with _enroll_lock(root):
-        path = node_path(root, name)
-        if not path.exists():
-            known = ", ".join(sorted(p.stem for p in (root / NODES).glob("*.yaml"))) or "none"
-            raise UsageError(f"no node `{name}` in {root / NODES}", hint=f"known nodes: {known}")
-        current = load_model(path, NodeManifest)
-        problem = verify_manifest(current, load_public_keys(root))
-        if problem is not None:
-            raise PolicyRefusal(f"refused to retire `{name}`: {problem}", hint="run `fabric nodes verify`")
-        if current.status == "retired":
-            return Registration(path, None, current, [])
-        updated = sign_manifest(current.model_copy(update={"status": "retired"}), private)
-        write_atomic(
-            path, manifest_text(updated) if current.provenance == "enrolled" else _resigned_text(path, updated)
-        )
-        commit = gitrepo.commit_paths(root, [path], f"retire {name}")
-        return Registration(path, commit, current, [f"status: {current.status} -> retired"])
-
-
-def _resigned_text(path: Path, manifest: NodeManifest) -> str:
-    doc = read_yaml(path)
-    doc.tree["status"] = manifest.status
-    assert manifest.signature is not None
-    doc.tree["signature"] = manifest.signature.model_dump(mode="json")
-    return dump_yaml(doc.tree)

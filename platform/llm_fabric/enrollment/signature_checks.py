@@ -6,8 +6,8 @@ workloads on hardware claims that nobody with the enrollment key vouched for.
 
 from __future__ import annotations
 
-from llm_fabric.enrollment.signing import load_public_keys, verify_manifest
 from llm_fabric.errors import UsageError
+from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.validation import Finding, SiteCheck
 

@@ -4,7 +4,7 @@
 bytes are the canonical JSON (sorted keys, no spaces) of the manifest without `signature`, so a
 changed byte in any file changes its hash, and a changed hash breaks the signature.
 
-Keys are the federation's (llm_fabric.enrollment.signing: the same key files, loaders and key
+Keys are the federation's (llm_fabric.signing: the same key files, loaders and key
 ids as node manifests). The signature block also carries the signer's public key, but a key
 found inside the thing being checked proves nothing about who made it: `verify` with trusted
 keys (the site repo's keys/, or a given public key) checks authenticity; without them it checks
@@ -26,8 +26,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.enrollment.signing import key_id
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+from llm_fabric.signing import key_id
 
 MANIFEST = "manifest.json"
 

@@ -1,7 +1,7 @@
 """May a deployment's replica run on a node, as far as policy goes? Every refusal is said in words.
 
 Hardware fit (memory, native quantization, tensor parallelism) is the capacity model's business and
-lives in `llm_fabric.deploy.sizing`; this module holds the rules an operator writes: sovereignty,
+lives in `llm_fabric.plan.sizing`; this module holds the rules an operator writes: sovereignty,
 tiers, dedicated allocations and lending, and the deployment's own placement constraints.
 """
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llm_fabric.policies.allocation import owner_shares
+from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.eligibility import ModelFacts, node_refusals
 from llm_fabric.policies.violations import Violation
 from llm_fabric.site.loader import SiteRepo
@@ -146,7 +147,7 @@ def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, Mode
 
 def evaluate_policies(site: SiteRepo, facts: dict[str, ModelFacts | None] | None = None) -> list[Violation]:
     """Every policy violation of a well-formed site repo."""
-    policies = site.policies()
+    policies = effective_policies(site)
     return [
         *check_rules(site, policies),
         *check_allocations(site, policies),

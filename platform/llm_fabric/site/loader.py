@@ -14,9 +14,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from llm_fabric.distribution import data_path
+from llm_fabric.distribution import shipped_recipe_ids
 from llm_fabric.documents import Document, read_yaml, suggest, validate_document
-from llm_fabric.engine.recipes import recipe_ids
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.site.models import (
     Deployment,
@@ -64,30 +63,6 @@ class SiteRepo:
 
     def contributed_gpus(self, owner: str) -> int:
         return sum(n.gpus.count for n in self.nodes.values() if n.owner == owner and n.status == "active")
-
-    def policies(self) -> PolicySet:
-        """The distribution's default policies with the site's files layered over them (sorted by file name)."""
-        merged = load_default_policies()
-        for _, overlay in sorted(self.site_policies.items()):
-            merged = merge_policies(merged, overlay)
-        return merged
-
-
-def merge_policies(base: PolicySet, overlay: PolicySet) -> PolicySet:
-    sovereignty = dict(base.sovereignty)
-    sovereignty.update(overlay.sovereignty)
-    return PolicySet(
-        sovereignty=sovereignty,
-        allocation=overlay.allocation or base.allocation,
-        tiers=overlay.tiers or base.tiers,
-    )
-
-
-def load_default_policies() -> PolicySet:
-    merged = PolicySet()
-    for path in sorted(data_path("policies").glob("*.yaml")):
-        merged = merge_policies(merged, validate_document(read_yaml(path), PolicySet))
-    return merged
 
 
 class _Collector:
@@ -247,7 +222,7 @@ def _check_tenants(site: SiteRepo) -> list[Problem]:
 
 def _check_deployments(site: SiteRepo) -> list[Problem]:
     out: list[Problem] = []
-    recipes = recipe_ids()
+    recipes = shipped_recipe_ids()
     for name, dep in site.deployments.items():
         path = site.path_of("deployments", name)
         if dep.recipe not in recipes:

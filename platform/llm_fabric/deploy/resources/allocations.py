@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.sites import active_nodes
+from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import AllocationPolicy, Tenant
 
@@ -103,7 +104,7 @@ def build_local_queues(site: SiteRepo, namespace: str) -> list[Bundle]:
 
 def build_allocations(site: SiteRepo, site_id: str) -> list[Bundle]:
     alloc = split_allocation(site, site_id)
-    policy = site.policies().allocation or AllocationPolicy()
+    policy = effective_policies(site).allocation or AllocationPolicy()
     cohort = site.config.federation.name
     bundles = [Bundle("gpu-flavors", "flavors", [_flavor(f) for f in alloc.flavors])]
     bundles.append(Bundle("cohort", cohort, [_cohort(cohort, alloc)]))

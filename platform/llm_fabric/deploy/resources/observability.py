@@ -89,7 +89,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             "0m",
             "critical",
             "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported Xid {{ $value }}",
-            "drain the node: ansible-playbook playbooks/drain.yml -e drain_node={{ $labels.Hostname }}",
+            "drain the node: ansible-playbook playbooks/drain.yml -e fabric_drain_node={{ $labels.Hostname }}",
         ),
     ]
 

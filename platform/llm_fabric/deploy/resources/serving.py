@@ -13,9 +13,9 @@ from typing import Any
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import ENGINE_PORT, StackOptions
-from llm_fabric.deploy.plan import Plan, ReplicaPlacement
 from llm_fabric.deploy.resources.allocations import pool_queue_name
 from llm_fabric.errors import ConfigError, Problem
+from llm_fabric.plan.document import Plan, ReplicaPlacement
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import NodeManifest
 

@@ -1,0 +1,79 @@
+"""Options that several commands share, defined once.
+
+The site repo is named the way a git user expects: a command run inside a site repo needs no flag;
+`-C DIR` / `--site-repo DIR` (or `$FABRIC_SITE_REPO`) names another one. Commands that took the site
+repo as a positional `DIRECTORY` still accept it for one release, with a deprecation note.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from llm_fabric.errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SITE_REPO_ENV = "FABRIC_SITE_REPO"
+
+
+def site_repo_option(*, positional: bool = False, absolute: bool = False) -> Callable[[F], F]:
+    """Add `-C/--site-repo DIR` (and, with `positional`, the deprecated `[DIRECTORY]`); the command
+    function receives `site_repo: Path` (made absolute with `absolute`, for code that runs git inside it)."""
+
+    def decorate(f: F) -> F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            legacy: Path | None = kwargs.pop("legacy_directory", None)
+            flag: Path | None = kwargs.pop("site_repo")
+            if legacy is not None and _from_environment("site_repo"):
+                flag = None  # a folder named on the command line beats $FABRIC_SITE_REPO
+            chosen = resolve_site_repo(flag, legacy)
+            kwargs["site_repo"] = chosen.resolve() if absolute else chosen
+            return f(*args, **kwargs)
+
+        decorated: Any = click.option(
+            "-C",
+            "--site-repo",
+            "site_repo",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            envvar=SITE_REPO_ENV,
+            show_envvar=True,
+            metavar="DIR",
+            help="The site repo (default: the current folder).",
+        )(wrapper)
+        if positional:
+            decorated = click.argument(
+                "legacy_directory",
+                required=False,
+                metavar="[DIRECTORY]",
+                type=click.Path(file_okay=False, path_type=Path),
+            )(decorated)
+        return decorated  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def resolve_site_repo(flag: Path | None, legacy: Path | None) -> Path:
+    if legacy is not None:
+        if flag is not None and flag.resolve() != legacy.resolve():
+            raise UsageError(
+                f"two site repos given: {legacy} (positional) and {flag} (-C/--site-repo)",
+                hint=f"pass one: -C {flag}",
+            )
+        click.echo(
+            f"note: the positional site repo is deprecated and goes in the next release; use `-C {legacy}`",
+            err=True,
+        )
+        return legacy
+    return flag if flag is not None else Path(".")
+
+
+def _from_environment(param: str) -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(param) is click.core.ParameterSource.ENVIRONMENT

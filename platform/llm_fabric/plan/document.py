@@ -1,0 +1,244 @@
+"""The plan document: which replica of which deployment runs on which node and GPUs, with what engine args.
+
+One versioned document (`apiVersion: llm-fabric/v1`, `kind: Plan`) is what `fabric plan -o` (and
+`--json`) writes and what every reader loads with `load_plan`: `fabric render --plan`, the Pulumi
+stacks' `planFile`, `fabric report --plan`. `llm_fabric.plan.planning.plan_site` makes it; the
+resource builders (Kubernetes, Pulumi, YAML) read `Plan.replicas` and nothing else of the site repo's
+placement. A plan that misses a target says so in `shortfalls` (in words) and `complete` is False:
+callers that deploy must refuse it (`require_complete()`), never deploy part of it silently. A plan
+made with `--base` carries its `diff` against that revision; readers that deploy ignore it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field, ValidationError
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.basemodel import FabricModel
+from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
+from llm_fabric.policies.violations import Violation
+
+
+class ReplicaPlacement(FabricModel):
+    deployment: str
+    index: int = Field(ge=0, description="0-based replica number within the deployment")
+    node: str
+    site: str
+    owner: str = Field(description="the node's owner (contributing tenant)")
+    gpu_indices: list[int] = Field(description="GPU indices on the node (CUDA_VISIBLE_DEVICES order)")
+    gpu_model: str = Field(description="GPU catalog id")
+    tensor_parallel_size: int = Field(ge=1)
+    quantization: str
+    engine_args: list[str] = Field(description="`vllm serve` arguments after `serve`, model first")
+    engine_env: dict[str, str] = Field(default_factory=dict)
+    dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
+    data_classes: list[str]
+
+
+class DeploymentCapacity(FabricModel):
+    """Capacity of a deployment as planned (summed over its replicas)."""
+
+    deployment: str
+    recipe: str
+    quantization: str
+    kv_cache_dtype: str | None = None
+    replicas_wanted: int = Field(description="replicas asked for, or needed to meet the target")
+    replicas_planned: int
+    target_sessions: int | None = None
+    target_context_tokens: int | None = None
+    context_p50: int
+    context_p95: int
+    weights_gb: float = Field(description="weights per replica (decimal GB)")
+    kv_pool_gb: float = Field(description="KV cache pool per replica (decimal GB)")
+    max_concurrency_p50: int = Field(description="sessions at the p50 context, all replicas")
+    max_concurrency_p95: int = Field(description="sessions at the p95 context, all replicas")
+    max_concurrency_target: int | None = Field(None, description="sessions at the target's context, all replicas")
+    decode_tokens_per_s_single: float = Field(description="one stream alone, slowest replica")
+    decode_tokens_per_s_per_user: float = Field(description="per stream with every p50 slot busy")
+    decode_tokens_per_s_total: float = Field(description="all replicas, every p50 slot busy")
+    engine_summary: str = Field(description="the engine args that matter, in one line")
+    data_classes: list[str]
+    prompt_logging: bool = Field(description="false when any data class it serves forbids logging prompts")
+    external_fallback: bool = Field(description="true only when every data class it serves allows it")
+    met: bool
+
+
+class Shortfall(FabricModel):
+    """A target the plan does not meet, and why, in words."""
+
+    deployment: str
+    wanted: int
+    planned: int
+    unit: Literal["replicas", "sessions"]
+    reasons: list[str]
+
+    def to_problem(self) -> Problem:
+        return Problem(
+            f"deployment `{self.deployment}`: planned {self.planned} of {self.wanted} {self.unit}",
+            field=f"deployments/{self.deployment}",
+            hint="; ".join(self.reasons),
+        )
+
+
+class OwnerAllocation(FabricModel):
+    owner: str
+    contributed_gpus: int
+    dedicated_gpus: int = Field(description="GPUs held for the owner's own traffic")
+    lent_gpus: int = Field(description="contributed GPUs the pool may use")
+    used_by_pool_gpus: int = Field(description="of the owner's GPUs, those running pool replicas")
+    lend_surplus: bool = Field(description="idle dedicated capacity is lent to the pool at run time")
+
+
+class SiteUsage(FabricModel):
+    site: str
+    country: str
+    gpus_total: int
+    gpus_used: int
+    gpus_free: int
+
+
+class SolverReport(FabricModel):
+    status: Literal["optimal", "feasible", "first-fit", "infeasible", "unknown", "model_invalid", "trivial"] = Field(
+        description="first-fit: the solver improved nothing within its time limit; the plan is the greedy start")
+    objective: float
+    best_bound: float
+    gap: float = Field(description="relative gap between the objective and the solver's bound (0 = proven optimal)")
+    wall_seconds: float
+    node_classes: int = Field(description="groups of interchangeable nodes the model reasons about")
+    variables: int
+    moves: int = Field(0, description="replicas moved or removed compared with the base plan")
+
+
+class ReplicaChange(FabricModel):
+    deployment: str
+    index: int
+    change: Literal["added", "moved", "removed"]
+    before: str | None = None
+    after: str | None = None
+
+
+class CapacityDelta(FabricModel):
+    deployment: str
+    replicas_before: int
+    replicas_after: int
+    concurrency_p50_before: int
+    concurrency_p50_after: int
+    concurrency_p95_before: int
+    concurrency_p95_after: int
+    tokens_per_s_before: float
+    tokens_per_s_after: float
+
+
+class PlanDiff(FabricModel):
+    base_revision: str
+    replicas: list[ReplicaChange]
+    capacity: list[CapacityDelta]
+    new_violations: list[Violation]
+    resolved_violations: list[Violation]
+    new_shortfalls: list[Shortfall]
+    resolved_shortfalls: list[Shortfall]
+
+    @property
+    def empty(self) -> bool:
+        return not (self.replicas or self.capacity or self.new_violations or self.resolved_violations
+                    or self.new_shortfalls or self.resolved_shortfalls)
+
+
+API_VERSION: Final = "llm-fabric/v1"
+KIND: Final = "Plan"
+
+
+class Plan(FabricModel):
+    apiVersion: Literal["llm-fabric/v1"] = API_VERSION
+    kind: Literal["Plan"] = KIND
+    federation: str
+    replicas: list[ReplicaPlacement] = Field(default_factory=list)
+    deployments: dict[str, DeploymentCapacity] = Field(default_factory=dict)
+    shortfalls: list[Shortfall] = Field(default_factory=list)
+    owners: dict[str, OwnerAllocation] = Field(default_factory=dict)
+    sites: dict[str, SiteUsage] = Field(default_factory=dict)
+    violations: list[Violation] = Field(default_factory=list)
+    reclaim_order: list[str] = Field(default_factory=list)
+    solver: SolverReport
+    diff: PlanDiff | None = Field(None, description="what the change does, against the `--base` revision")
+
+    @property
+    def complete(self) -> bool:
+        return not self.shortfalls and not self.violations
+
+    def replicas_of(self, deployment: str) -> list[ReplicaPlacement]:
+        return [r for r in self.replicas if r.deployment == deployment]
+
+    def require_complete(self) -> Plan:
+        """The plan, or PolicyRefusal (exit 3) listing every shortfall and violation."""
+        if self.complete:
+            return self
+        problems = [v.to_problem() for v in self.violations] + [s.to_problem() for s in self.shortfalls]
+        raise PolicyRefusal(
+            f"the plan for `{self.federation}` is incomplete ({len(problems)} problems)",
+            problems=problems,
+            hint="run `fabric plan` to see the placement and the reasons",
+        )
+
+
+_REGENERATE = "write it again with `fabric plan -o FILE` of this fabric version"
+
+
+def plan_json(plan: Plan) -> str:
+    """The document's text: what `fabric plan --json` prints and `fabric plan -o` writes."""
+    return json.dumps(plan.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def write_plan(plan: Plan, path: Path) -> None:
+    write_atomic(path, plan_json(plan))
+
+
+def load_plan(path: Path) -> Plan:
+    """The plan document at PATH; a clear error for a file that is not one, or of another apiVersion."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"cannot read the plan {path}: {reason}", hint=_REGENERATE) from exc
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            [Problem(f"not JSON: {exc.msg}", file=path, line=exc.lineno, hint=_REGENERATE)],
+            summary=f"{path} is not a plan document",
+        ) from exc
+    _check_header(path, data)
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            Problem(str(e["msg"]), file=path, field=".".join(str(s) for s in e["loc"]) or None, hint=_REGENERATE)
+            for e in exc.errors(include_url=False)
+        ]
+        raise ConfigError(problems, summary=f"{path} is not a valid plan ({exc.error_count()} problems)") from exc
+
+
+def _check_header(path: Path, data: Any) -> None:
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [Problem("a plan document is a JSON object", file=path, hint=_REGENERATE)],
+            summary=f"{path} is not a plan document",
+        )
+    version = data.get("apiVersion")
+    if version is None and "plan" in data:
+        message = "this is the envelope `fabric plan --json` printed before plans were versioned"
+    elif version is None:
+        message = "no `apiVersion`: not a plan document (or one from before plans were versioned)"
+    elif version != API_VERSION:
+        message = f"apiVersion `{version}` is not one this fabric reads (it reads `{API_VERSION}`)"
+    elif data.get("kind") != KIND:
+        message = f"kind `{data.get('kind')}` is not `{KIND}`"
+    else:
+        return
+    raise ConfigError(
+        [Problem(message, file=path, field="apiVersion", hint=_REGENERATE)], summary=f"{path} is not a plan document"
+    )

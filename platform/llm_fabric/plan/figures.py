@@ -1,0 +1,129 @@
+"""The figures of a plan: capacity per deployment, allocations per owner, GPUs per site, and the
+shortfalls said in words (which rule or which lack of GPUs keeps which deployment from its target).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.capacity import CapacityEstimate
+from llm_fabric.engine.recipes import Recipe
+from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
+from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage
+from llm_fabric.plan.sizing import contexts, replica_estimates
+from llm_fabric.plan.solver.placement import Demand
+from llm_fabric.policies.allocation import OwnerShare
+from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import Deployment, PolicySet
+
+
+def engine_for(recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: str, util: float, *, priority: bool
+               ) -> tuple[list[str], dict[str, str]]:
+    cmd = engine_command(
+        recipe,
+        gpu=gpu,
+        tensor_parallel_size=tp,
+        quantization=quant,
+        kv_cache_dtype=dep.kv_cache_dtype,
+        max_model_len=dep.max_model_len,
+        gpu_memory_utilization=util,
+        max_num_seqs=dep.max_num_seqs,
+        max_output_tokens=dep.generation.max_output_tokens,
+        presence_penalty=dep.generation.presence_penalty,
+        priority_scheduling=priority,
+        served_model_name=dep.name,  # clients address the federation's deployment, not the recipe
+    )
+    return list(cmd.args), dict(cmd.env)
+
+
+def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quant: str) -> str:
+    shapes = Counter(f"{r.tensor_parallel_size}x{r.gpu_model}" for r in reps)
+    parts = [", ".join(f"{n}x({s})" for s, n in sorted(shapes.items())) or "not placed", quant]
+    parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
+    parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
+    if recipe.tool_call_parser:
+        parts.append(f"tools {recipe.tool_call_parser}")
+    if recipe.reasoning_parser:
+        parts.append(f"reasoning {recipe.reasoning_parser}")
+    if any(r.dedicated_for for r in reps):
+        parts.append("priority scheduling")
+    return ", ".join(parts)
+
+
+def _estimates(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], catalog: GpuCatalog, util: float
+               ) -> list[dict[str, CapacityEstimate]]:
+    cache: dict[tuple[str, int], dict[str, CapacityEstimate]] = {}
+    out = []
+    for r in reps:
+        key = (r.gpu_model, r.tensor_parallel_size)
+        if key not in cache:
+            est = replica_estimates(dep, recipe, catalog.get(r.gpu_model), r.tensor_parallel_size, r.quantization,
+                                    util)
+            cache[key] = est
+        out.append(cache[key])
+    return out
+
+
+def deployment_capacity(recipe: Recipe, dep: Deployment, demand: Demand, policies: PolicySet,
+                        replicas: list[ReplicaPlacement], catalog: GpuCatalog, util: float) -> DeploymentCapacity:
+    reps = [r for r in replicas if r.deployment == dep.name]
+    quant = reps[0].quantization if reps else recipe.quantization(dep.quantization)[0]
+    ests = _estimates(recipe, dep, reps, catalog, util)
+    ctx = contexts(dep, recipe)
+    target_total = sum(int(e["target"].max_concurrency) for e in ests) if dep.target else None
+    if dep.target is not None:
+        per = min((int(e["target"].max_concurrency) for e in ests), default=0)
+        wanted = -(-dep.target.concurrent_sessions // per) if per else demand.max_replicas
+        met = (target_total or 0) >= dep.target.concurrent_sessions
+    else:
+        wanted = dep.replicas or 0
+        met = len(reps) >= wanted
+    return DeploymentCapacity(
+        deployment=dep.name, recipe=recipe.id, quantization=quant, kv_cache_dtype=dep.kv_cache_dtype,
+        replicas_wanted=wanted, replicas_planned=len(reps),
+        target_sessions=dep.target.concurrent_sessions if dep.target else None,
+        target_context_tokens=ctx.target, context_p50=ctx.p50, context_p95=ctx.p95,
+        weights_gb=round(float(ests[0]["p50"].weights_gb), 1) if ests else 0.0,
+        kv_pool_gb=round(min(float(e["p50"].kv_pool_gb) for e in ests), 1) if ests else 0.0,
+        max_concurrency_p50=sum(int(e["p50"].max_concurrency) for e in ests),
+        max_concurrency_p95=sum(int(e["p95"].max_concurrency) for e in ests),
+        max_concurrency_target=target_total,
+        decode_tokens_per_s_single=round(min((float(e["p50"].decode_tokens_per_s_single) for e in ests),
+                                             default=0.0), 1),
+        decode_tokens_per_s_per_user=round(min((float(e["loaded"].decode_tokens_per_s_per_user) for e in ests),
+                                               default=0.0), 1),
+        decode_tokens_per_s_total=round(sum(float(e["loaded"].decode_tokens_per_s_total) for e in ests), 1),
+        engine_summary=_summary(recipe, dep, reps, quant),
+        data_classes=list(dep.data_classes),
+        prompt_logging=prompt_logging_allowed(policies, dep.data_classes),
+        external_fallback=external_fallback_allowed(policies, dep.data_classes),
+        met=met,
+    )
+
+
+def owner_allocations(site: SiteRepo, shares: dict[str, OwnerShare], replicas: list[ReplicaPlacement]
+                      ) -> dict[str, OwnerAllocation]:
+    out: dict[str, OwnerAllocation] = {}
+    for owner, share in shares.items():
+        mine = [r for r in replicas if r.owner == owner]
+        dedicated = sum(len(r.gpu_indices) for r in mine if r.dedicated_for == owner)
+        held = max(share.dedicated_gpus, dedicated)
+        out[owner] = OwnerAllocation(
+            owner=owner, contributed_gpus=share.contributed, dedicated_gpus=held,
+            lent_gpus=max(0, share.contributed - held) if share.lends else 0,
+            used_by_pool_gpus=sum(len(r.gpu_indices) for r in mine if r.dedicated_for != owner),
+            lend_surplus=share.lend_surplus,
+        )
+    return out
+
+
+def site_usage(site: SiteRepo, replicas: list[ReplicaPlacement]) -> dict[str, SiteUsage]:
+    out: dict[str, SiteUsage] = {}
+    for name, spec in sorted(site.config.sites.items()):
+        total = sum(n.gpus.count for n in site.nodes.values() if n.site == name and n.status == "active")
+        used = sum(len(r.gpu_indices) for r in replicas if r.site == name)
+        out[name] = SiteUsage(site=name, country=spec.jurisdiction.country, gpus_total=total, gpus_used=used,
+                              gpus_free=total - used)
+    return out

@@ -1,0 +1,338 @@
+"""Planning a site repo: policies -> node classes and sized options -> CP-SAT placement -> the plan.
+
+`plan_site` makes the plan document (`llm_fabric.plan.document`). The steps are plain functions over the
+site repo; the solver core (`placement`) and the node packing (`packing`) know nothing of YAML.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from llm_fabric.engine.recipes import Recipe, load_recipes
+from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
+from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
+from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
+from llm_fabric.plan.figures import deployment_capacity, engine_for, owner_allocations, site_usage
+from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
+from llm_fabric.plan.sizing import Sizing, size_on
+from llm_fabric.plan.solver.packing import Request, Seat, pack_class
+from llm_fabric.plan.solver.placement import Demand, NodeClass, Option, PlacementProblem, PlacementSolution, solve
+from llm_fabric.policies.allocation import OwnerShare, allocation_policy, owner_shares
+from llm_fabric.policies.defaults import effective_policies
+from llm_fabric.policies.eligibility import ModelFacts, node_refusals
+from llm_fabric.policies.gate import evaluate_policies
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import Deployment, NodeManifest, PolicySet
+
+TIME_LIMIT_ENV = "FABRIC_PLAN_TIME_LIMIT"
+
+
+@dataclass
+class PlanContext:
+    site: SiteRepo
+    policies: PolicySet
+    shares: dict[str, OwnerShare]
+    recipes: dict[str, Recipe]
+    catalog: GpuCatalog
+    matrix: KernelMatrix
+    util: float
+    facts: dict[str, ModelFacts | None] = field(default_factory=dict)
+    sizings: dict[tuple[Hashable, str, int], Sizing] = field(default_factory=dict)
+    verdicts: dict[tuple[int, int], bool] = field(default_factory=dict)
+    profiles: dict[str, int] = field(default_factory=dict)
+    interned: dict[Hashable, int] = field(default_factory=dict)  # profiles and node views -> small numbers
+    views: dict[tuple[str, str | None], int] = field(default_factory=dict)  # (node, dedicated_for) -> view
+    profile_slot: dict[int, int] = field(default_factory=dict)  # profile -> its place in `class_verdicts`
+    class_verdicts: list[tuple[bool, ...]] = field(default_factory=list)  # per node class, per profile
+    options: dict[tuple[int, Hashable], list[Option]] = field(default_factory=dict)
+    pinned: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, site: SiteRepo) -> PlanContext:
+        recipes = load_recipes()
+        policies = effective_policies(site)
+        ctx = cls(site, policies, owner_shares(site, policies), recipes, load_gpu_catalog(), load_kernel_matrix(),
+                  site.config.defaults.gpu_memory_utilization)
+        ctx.pinned = {n for d in site.deployments.values() for n in d.placement.nodes}
+        for name, dep in site.deployments.items():
+            r = recipes.get(dep.recipe)
+            ctx.facts[name] = None if r is None else ModelFacts(small=r.small, total_params_b=r.total_params_b)
+        return ctx
+
+    def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int) -> Sizing:
+        key = (_sizing_key(dep), gpu_model, gpus_per_node)
+        if key not in self.sizings:
+            recipe = self.recipes[dep.recipe]
+            if gpu_model not in self.catalog:
+                self.sizings[key] = Sizing(gpu_model, dep.quantization or "?", refusal=f"GPU `{gpu_model}` unknown")
+            else:
+                gpu = self.catalog.get(gpu_model)
+                self.sizings[key] = size_on(dep, recipe, gpu, gpus_per_node, self.matrix, self.util)
+        return self.sizings[key]
+
+    def profile(self, dep: Deployment) -> int:
+        """Everything of a deployment that `node_refusals` decides on (not the name it says in messages),
+        as a small number: deployments with one profile are refused by the same nodes, so eligibility is
+        computed once per profile and node view instead of once per deployment and node class."""
+        if dep.name not in self.profiles:
+            reserving = frozenset(o for o, s in self.shares.items() if dep.name in s.reserved_replicas)
+            key = (tuple(dep.placement.nodes), tuple(dep.placement.sites), tuple(dep.placement.gpu_models),
+                   tuple(dep.data_classes), dep.dedicated_for, self.facts.get(dep.name), reserving,
+                   dep.recipe in self.recipes)
+            self.profiles[dep.name] = self.interned.setdefault(key, len(self.interned))
+        return self.profiles[dep.name]
+
+    def node_view(self, dep: Deployment, node: NodeManifest) -> int:
+        """What of a node `node_refusals` decides on for `dep`, as a small number: the owner only as
+        "is it the one `dedicated_for` names" or as an owner that lends nothing; the name only where a
+        deployment pins nodes."""
+        memo = (node.name, dep.dedicated_for)
+        if memo in self.views:
+            return self.views[memo]
+        if dep.dedicated_for:
+            owner: object = node.owner == dep.dedicated_for
+        else:
+            share = self.shares.get(node.owner)
+            owner = node.owner if share is not None and share.pool_limit == 0 else ""
+        key = (node.status, node.site, node.tier, node.gpus.catalog_id, owner,
+               node.name if node.name in self.pinned else "")
+        view = self.views[memo] = self.interned.setdefault(key, len(self.interned))
+        return view
+
+    def eligible(self, dep: Deployment, node: NodeManifest) -> bool:
+        key = (self.profile(dep), self.node_view(dep, node))
+        verdict = self.verdicts.get(key)
+        if verdict is None:
+            share = self.shares.get(node.owner)
+            verdict = self.verdicts[key] = dep.recipe in self.recipes and not node_refusals(
+                self.site, self.policies, dep, node, self.facts.get(dep.name), share)
+        return verdict
+
+    def refusals(self, dep: Deployment, node: NodeManifest) -> list[str]:
+        """Why `dep` may not run on `node`, in words (computed only for the reports that show it)."""
+        out = node_refusals(self.site, self.policies, dep, node, self.facts.get(dep.name), self.shares.get(node.owner))
+        if dep.recipe not in self.recipes:
+            out.append(f"recipe `{dep.recipe}` is unknown")
+        return out
+
+
+def _sizing_key(dep: Deployment) -> Hashable:
+    """Everything of a deployment that `size_on` reads: deployments of one shape share their sizing."""
+    target = dep.target.context_tokens if dep.target else None
+    context = (dep.context.p50, dep.context.p95) if dep.context else None
+    return (dep.recipe, dep.quantization, dep.tensor_parallel_size, dep.kv_cache_dtype, dep.max_model_len,
+            context, target)
+
+
+def _owner_matters(ctx: PlanContext) -> set[str]:
+    """Owners whose allocation constrains placement: their nodes cannot be pooled with others'."""
+    out = {d.dedicated_for for d in ctx.site.deployments.values() if d.dedicated_for}
+    for owner, share in ctx.shares.items():
+        if share.reserved_replicas or share.pool_limit < share.contributed:
+            out.add(owner)
+    return {o for o in out if o is not None}
+
+
+def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]:
+    """Classes of interchangeable active nodes, and one representative node per class.
+
+    Nodes group by GPU model and count, owner (where its allocation matters) and pin, and then by the
+    verdict of every eligibility profile: two sites whose rules admit the same deployments are one class
+    (with 100 sites in five jurisdictions, a handful of classes per GPU shape rather than hundreds)."""
+    owners = _owner_matters(ctx)
+    groups: dict[tuple[str, ...], list[NodeManifest]] = {}
+    for name, node in sorted(ctx.site.nodes.items()):
+        if node.status != "active":
+            continue
+        key: tuple[str, ...] = (node.gpus.catalog_id, str(node.gpus.count), node.site, node.tier,
+               node.owner if node.owner in owners else "", name if name in ctx.pinned else "")
+        groups.setdefault(key, []).append(node)
+    profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
+    ctx.profile_slot = {p: i for i, p in enumerate(profiles)}
+    merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest], tuple[bool, ...]]] = {}
+    for key, nodes in sorted(groups.items()):
+        verdicts = tuple(ctx.eligible(dep, nodes[0]) for dep in profiles.values())
+        merged.setdefault((key[0], key[1], key[4], key[5], verdicts), (key, [], verdicts))[1].extend(nodes)
+    classes: list[NodeClass] = []
+    reps: list[NodeManifest] = []
+    ctx.class_verdicts = []
+    for key, nodes, verdicts in sorted(merged.values(), key=lambda kv: kv[0]):
+        ctx.class_verdicts.append(verdicts)
+        nodes.sort(key=lambda n: n.name)
+        rep = nodes[0]
+        classes.append(NodeClass("/".join(k for k in key if k), tuple(n.name for n in nodes), rep.gpus.count,
+                                 owner=rep.owner if key[4] else None))
+        reps.append(rep)
+    return classes, reps
+
+
+def _options(ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: list[NodeManifest],
+             info: DemandInfo) -> list[Option]:
+    key = (ctx.profile(dep), _sizing_key(dep))
+    options = ctx.options.get(key)
+    slot = ctx.profile_slot.get(key[0])
+    if options is None:  # deployments alike for policy and sizing have the same options
+        sized: list[tuple[int, Sizing]] = []
+        for c, rep in enumerate(reps):
+            if ctx.class_verdicts[c][slot] if slot is not None else ctx.eligible(dep, rep):
+                s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                if s.ok:
+                    sized.append((c, s))
+        best = max((s.sessions_per_replica for _, s in sized), default=1)
+        options = ctx.options[key] = [
+            Option(c, s.tensor_parallel_size, capacity=max(1, s.sessions_per_replica),
+                   quality=round(9 * s.sessions_per_replica / max(1, best)))
+            for c, s in sized
+        ]
+    if not options:  # the reasons in words, for the shortfall that will say why nothing is placed
+        for c, rep in enumerate(reps):
+            refusals = ctx.refusals(dep, rep)
+            if not refusals:
+                sizing = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                refusals = [sizing.refusal or "does not fit"]
+            info.refusals[c] = refusals
+    return list(options)
+
+
+def build_demands(ctx: PlanContext, classes: list[NodeClass], reps: list[NodeManifest], base: Plan | None
+                  ) -> tuple[list[Demand], list[Deployment], list[DemandInfo]]:
+    class_of = {n: c for c, cls in enumerate(classes) for n in cls.nodes}
+    demands: list[Demand] = []
+    deps: list[Deployment] = []
+    infos: list[DemandInfo] = []
+    for name, dep in sorted(ctx.site.deployments.items()):
+        if dep.replicas == 0:
+            continue
+        info = DemandInfo()
+        options = _options(ctx, dep, classes, reps, info)
+        reserved = {o: s.reserved_replicas[name] for o, s in ctx.shares.items() if s.reserved_replicas.get(name)}
+        demand = Demand(name, options, dedicated_owner=dep.dedicated_for, reserved=reserved)
+        if dep.target is not None:
+            demand.sessions = dep.target.concurrent_sessions
+            worst = min((o.capacity for o in options), default=1)
+            demand.max_replicas = -(-demand.sessions // max(1, worst))
+        else:
+            demand.replicas = dep.replicas
+        for r in base.replicas_of(name) if base is not None else []:
+            if r.node in class_of:
+                demand.base[class_of[r.node]] = demand.base.get(class_of[r.node], 0) + 1
+        demands.append(demand)
+        deps.append(dep)
+        infos.append(info)
+    return demands, deps, infos
+
+
+def _time_limit() -> float:
+    try:
+        return float(os.environ.get(TIME_LIMIT_ENV, "10"))
+    except ValueError:
+        return 10.0
+
+
+def _requests(problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
+              ) -> tuple[dict[int, list[Request]], dict[tuple[str, int], str | None]]:
+    """Replica requests per class (with their base seats), and who each replica is dedicated to."""
+    per_class: dict[int, list[Request]] = {}
+    dedicated: dict[tuple[str, int], str | None] = {}
+    for d, demand in enumerate(problem.demands):
+        before = base.replicas_of(demand.name) if base is not None else []
+        ordinal = 0
+        for o, count in sorted(sol.counts[d].items()):
+            opt = demand.options[o]
+            cls = problem.classes[opt.node_class]
+            seats = [(r.node, tuple(r.gpu_indices)) for r in before
+                     if r.node in cls.nodes and len(r.gpu_indices) == opt.gpus]
+            reserved_here = sol.dedicated[d].get(o, 0)
+            for i in range(count):
+                node, gpus = seats[i] if i < len(seats) else (None, ())
+                key = (demand.name, ordinal)
+                per_class.setdefault(opt.node_class, []).append(Request(key, opt.gpus, node, gpus))
+                dedicated[key] = demand.dedicated_owner or (cls.owner if i < reserved_here else None)
+                ordinal += 1
+    return per_class, dedicated
+
+
+def _index_replicas(seats: dict[tuple[str, int], Seat], base: Plan | None) -> dict[tuple[str, int], int]:
+    """Replica numbers: a replica on the node and GPUs it had in the base keeps its number."""
+    out: dict[tuple[str, int], int] = {}
+    by_dep: dict[str, list[tuple[str, int]]] = {}
+    for key in sorted(seats, key=lambda k: (k[0], seats[k].node, seats[k].gpu_indices)):
+        by_dep.setdefault(key[0], []).append(key)
+    for dep, keys in by_dep.items():
+        old = {(r.node, tuple(r.gpu_indices)): r.index for r in (base.replicas_of(dep) if base else [])}
+        used: set[int] = set()
+        for key in keys:
+            idx = old.get((seats[key].node, seats[key].gpu_indices))
+            if idx is not None and idx not in used:
+                out[key] = idx
+                used.add(idx)
+        free = (i for i in range(len(keys) + len(used)) if i not in used)
+        for key in keys:
+            if key not in out:
+                out[key] = next(free)
+    return out
+
+
+def decode(ctx: PlanContext, problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
+           ) -> list[ReplicaPlacement]:
+    per_class, dedicated = _requests(problem, sol, base)
+    seats: dict[tuple[str, int], Seat] = {}
+    for c, reqs in per_class.items():
+        cls = problem.classes[c]
+        seats.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
+    index = _index_replicas(seats, base)
+    out: list[ReplicaPlacement] = []
+    engines: dict[tuple[str, str, int, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
+    for key, seat in seats.items():
+        dep = ctx.site.deployments[key[0]]
+        node = ctx.site.nodes[seat.node]
+        tp = len(seat.gpu_indices)
+        sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count)
+        owner = dedicated[key]
+        priority = owner is not None and (ctx.shares[owner].lend_surplus if owner in ctx.shares else False)
+        shape = (dep.name, node.gpus.catalog_id, tp, priority)
+        if shape not in engines:
+            engines[shape] = engine_for(ctx.recipes[dep.recipe], dep, ctx.catalog.get(node.gpus.catalog_id), tp,
+                                        sizing.quantization, ctx.util, priority=priority)
+        args, env = list(engines[shape][0]), dict(engines[shape][1])
+        out.append(ReplicaPlacement(
+            deployment=dep.name, index=index[key], node=node.name, site=node.site, owner=node.owner,
+            gpu_indices=list(seat.gpu_indices), gpu_model=node.gpus.catalog_id, tensor_parallel_size=tp,
+            quantization=sizing.quantization, engine_args=args, engine_env=env, dedicated_for=owner,
+            data_classes=list(dep.data_classes)))
+    return sorted(out, key=lambda r: (r.deployment, r.index))
+
+
+def _solver_report(sol: PlacementSolution, classes: int) -> SolverReport:
+    return SolverReport(status=sol.status if sol.variables else "trivial",
+                        objective=sol.objective, best_bound=sol.best_bound, gap=sol.gap,
+                        wall_seconds=round(sol.wall_seconds, 4), node_classes=classes, variables=sol.variables,
+                        moves=sol.moves)
+
+
+def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
+    ctx = PlanContext.of(site)
+    classes, reps = node_classes(ctx)
+    demands, deps, infos = build_demands(ctx, classes, reps, base)
+    pool_limits = {c.owner: ctx.shares[c.owner].pool_limit for c in classes if c.owner in ctx.shares}
+    problem = PlacementProblem(classes, demands, pool_limits)
+    sol = solve(problem, time_limit_s=time_limit_s or _time_limit(), workers=2)
+    replicas = decode(ctx, problem, sol, base)
+    by_dep: dict[str, list[ReplicaPlacement]] = {}
+    for r in replicas:
+        by_dep.setdefault(r.deployment, []).append(r)
+    return Plan(
+        federation=site.config.federation.name,
+        replicas=replicas,
+        deployments={dep.name: deployment_capacity(ctx.recipes[dep.recipe], dep, demand, ctx.policies,
+                                                   by_dep.get(dep.name, []), ctx.catalog, ctx.util)
+                     for dep, demand in zip(deps, demands, strict=True) if dep.recipe in ctx.recipes},
+        shortfalls=shortfalls_of(problem, sol, infos, replicas),
+        owners=owner_allocations(site, ctx.shares, replicas),
+        sites=site_usage(site, replicas),
+        violations=evaluate_policies(site, ctx.facts),
+        reclaim_order=list(allocation_policy(ctx.policies).reclaim_order),
+        solver=_solver_report(sol, len(classes)),
+    )
