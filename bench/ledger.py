@@ -23,8 +23,13 @@ import time
 from pathlib import Path
 
 MONTH = "2026-11"
-PROFILES = {"qwen3-5": (1100, 33958), "kimi-k2-6": (2179, 99746), "glm-5-1": (709, 90351),
-            "deepseek-v3-2": (879, 23776), "gpt-oss-120b": (193, 2842)}
+PROFILES = {
+    "qwen3-5": (1100, 33958),
+    "kimi-k2-6": (2179, 99746),
+    "glm-5-1": (709, 90351),
+    "deepseek-v3-2": (879, 23776),
+    "gpt-oss-120b": (193, 2842),
+}
 TENANTS = [f"tenant-{i:02d}" for i in range(20)]
 BASELINES = {
     "baseline": """SELECT model, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cached_prompt_tokens)
@@ -91,8 +96,10 @@ def main() -> None:
     from llm_fabric.ledger.period import Month
 
     args.dir.mkdir(parents=True, exist_ok=True)
-    print("| records | baseline s | full-width s | ledger s | ledger rec/s | vs baseline | vs full-width "
-          "| RSS MB baseline / full / ledger | import s full / ledger |")
+    print(
+        "| records | baseline s | full-width s | ledger s | ledger rec/s | vs baseline | vs full-width "
+        "| RSS MB baseline / full / ledger | import s full / ledger |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.sizes:
         path = args.dir / f"records-{n}.parquet"
@@ -104,15 +111,22 @@ def main() -> None:
         for _ in range(args.runs):  # taking turns, so a change in the shared machine's load hits all alike
             for kind in KINDS:
                 runs[kind].append(run_measure(kind, path))
-        print(f"({n:,} records, each run's seconds: " + "; ".join(
-            f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items()) + ")", file=sys.stderr)
+        print(
+            f"({n:,} records, each run's seconds: "
+            + "; ".join(f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items())
+            + ")",
+            file=sys.stderr,
+        )
         sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
         rss = {k: max(r[1] for r in v) for k, v in runs.items()}
         imp = {k: statistics.median(r[2] for r in v) for k, v in runs.items()}
-        print(f"| {n:,} | {sec['baseline']:.2f} | {sec['full']:.2f} | {sec['ledger']:.2f} | {n / sec['ledger']:,.0f} "
-              f"| {sec['baseline'] / sec['ledger']:.2f} | {sec['full'] / sec['ledger']:.2f} "
-              f"| {rss['baseline']:.0f} / {rss['full']:.0f} / {rss['ledger']:.0f} "
-              f"| {imp['full']:.2f} / {imp['ledger']:.2f} |", flush=True)
+        print(
+            f"| {n:,} | {sec['baseline']:.2f} | {sec['full']:.2f} | {sec['ledger']:.2f} | {n / sec['ledger']:,.0f} "
+            f"| {sec['baseline'] / sec['ledger']:.2f} | {sec['full'] / sec['ledger']:.2f} "
+            f"| {rss['baseline']:.0f} / {rss['full']:.0f} / {rss['ledger']:.0f} "
+            f"| {imp['full']:.2f} / {imp['ledger']:.2f} |",
+            flush=True,
+        )
         if args.delete:
             path.unlink()
 

@@ -115,8 +115,10 @@ def main() -> None:
     base = sec["duckdb-baseline"]
     for reader in ("duckdb-8-columns", "duckdb-to-arrow", "pyarrow-decode"):
         work = sec[reader] + sec["tally"]
-        print(f"  best ratio reading with {reader} + tally: {base:.3f} / {work:.3f} = {base / work:.2f}"
-              f" (the same on {args.cpus} CPUs if they share the work perfectly)")
+        print(
+            f"  best ratio reading with {reader} + tally: {base:.3f} / {work:.3f} = {base / work:.2f}"
+            f" (the same on {args.cpus} CPUs if they share the work perfectly)"
+        )
     print(f"  DuckDB's 8-column scan alone: {base / sec['duckdb-8-columns']:.2f} of the baseline's speed")
 
 

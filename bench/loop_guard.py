@@ -29,6 +29,7 @@ def streams(n: int) -> dict[str, list[int]]:
     vocab = list(range(150_000))
     weights = [1.0 / (k + 1) for k in vocab]
     text = rng.choices(vocab, weights, k=n)
+
     def turning(loop: list[int]) -> list[int]:
         out: list[int] = []
         while len(out) < n:  # 256 tokens of text, then the loop for longer than the guard lets it run

@@ -44,6 +44,8 @@ def test_a_failed_task_is_reported_and_events_are_seen() -> None:
         "drain.yml", {"localhost": control_machine()}, extravars={"fabric_drain_status": "gone"}, on_event=events.append
     )
     assert not result.succeeded and result.status == "failed"
-    assert result.failures == ["localhost: Check the inputs: set fabric_drain_node (and fabric_drain_status: cordoned or retired)"]
+    assert result.failures == [
+        "localhost: Check the inputs: set fabric_drain_node (and fabric_drain_status: cordoned or retired)"
+    ]
     assert result.stats["localhost"]["failures"] == 1
     assert any(e.get("event") == "playbook_on_stats" for e in events)

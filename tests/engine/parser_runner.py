@@ -38,28 +38,66 @@ def build_tokenizer(folder: Path, markers: list[str]) -> Any:
     added = []
     for content in (BOS, EOS, *markers):
         vocab[content] = len(vocab)
-        added.append({"id": vocab[content], "content": content, "single_word": False, "lstrip": False,
-                      "rstrip": False, "normalized": False, "special": content in (BOS, EOS)})
+        added.append(
+            {
+                "id": vocab[content],
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": content in (BOS, EOS),
+            }
+        )
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    spec = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
-            "pre_tokenizer": byte_level, "post_processor": None, "decoder": byte_level,
-            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                      "ignore_merges": False, "vocab": vocab, "merges": []}}
+    spec = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": byte_level,
+        "post_processor": None,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.json").write_text(json.dumps(spec))
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS, "add_bos_token": False,
-        "model_max_length": 1 << 20}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": BOS,
+                "eos_token": EOS,
+                "add_bos_token": False,
+                "model_max_length": 1 << 20,
+            }
+        )
+    )
     return get_tokenizer(str(folder))
 
 
 def make_request(tools: list[dict[str, Any]], chat_kwargs: dict[str, Any]) -> Any:
     from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
 
-    return ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "What is the weather in Brno?"}],
-                                 tools=tools or None, tool_choice="auto" if tools else None,
-                                 chat_template_kwargs=chat_kwargs or None)
+    return ChatCompletionRequest(
+        model="m",
+        messages=[{"role": "user", "content": "What is the weather in Brno?"}],
+        tools=tools or None,
+        tool_choice="auto" if tools else None,
+        chat_template_kwargs=chat_kwargs or None,
+    )
 
 
 class Codec:
@@ -93,19 +131,25 @@ def stream_texts(codec: Codec, ids: list[int], skip_special: bool) -> list[str]:
         if text.endswith("\ufffd") or not text.startswith(released):
             out.append("")
             continue
-        out.append(text[len(released):])
+        out.append(text[len(released) :])
         released = text
     return out
 
 
-def stream(parser: Any, request: Any, ids: list[int], deltas: list[str], prompt_ids: list[int],
-           step: int) -> dict[str, Any]:
+def stream(
+    parser: Any, request: Any, ids: list[int], deltas: list[str], prompt_ids: list[int], step: int
+) -> dict[str, Any]:
     """`parse_delta` over the output, `step` tokens per delta (several with speculative decoding or
     --stream-interval); the deltas assembled as a client would."""
     streamed: dict[str, Any] = {"reasoning": "", "content": "", "tool_calls": {}}
     for start in range(0, len(ids), step):
-        delta = parser.parse_delta("".join(deltas[start:start + step]), ids[start:start + step], request,
-                                   prompt_token_ids=prompt_ids, finished=start + step >= len(ids))
+        delta = parser.parse_delta(
+            "".join(deltas[start : start + step]),
+            ids[start : start + step],
+            request,
+            prompt_token_ids=prompt_ids,
+            finished=start + step >= len(ids),
+        )
         if delta is None:
             continue
         streamed["reasoning"] += delta.reasoning or ""
@@ -139,10 +183,23 @@ def run_case(parser_cls: Any, tokenizer: Any, family: dict[str, Any], case: dict
     nonstream = {"reasoning": reasoning, "content": content, "tool_calls": _calls(calls)}
 
     deltas = stream_texts(codec, ids, skip)
-    streams = {mode: stream(parser_cls(tokenizer, request.tools, chat_template_kwargs=chat_kwargs), request, ids,
-                            deltas, prompt_ids, step) for mode, step in (("stream", 1), ("stream_chunked", 5))}
-    return {"nonstream": nonstream, **streams, "tokens": len(ids),
-            "markers_in_text": [m for m in family["markers"] if m in text]}
+    streams = {
+        mode: stream(
+            parser_cls(tokenizer, request.tools, chat_template_kwargs=chat_kwargs),
+            request,
+            ids,
+            deltas,
+            prompt_ids,
+            step,
+        )
+        for mode, step in (("stream", 1), ("stream_chunked", 5))
+    }
+    return {
+        "nonstream": nonstream,
+        **streams,
+        "tokens": len(ids),
+        "markers_in_text": [m for m in family["markers"] if m in text],
+    }
 
 
 def run_family(family: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
@@ -152,9 +209,13 @@ def run_family(family: dict[str, Any], folder: Path) -> list[dict[str, Any]]:
     results = []
     try:
         parser_cls = ParserManager.get_parser(
-            tool_parser_name=family["tool_parser"], reasoning_parser_name=family["reasoning_parser"],
-            enable_auto_tools=True, model_name=family["id"], is_harmony=bool(family.get("harmony")),
-            tokenizer=tokenizer)
+            tool_parser_name=family["tool_parser"],
+            reasoning_parser_name=family["reasoning_parser"],
+            enable_auto_tools=True,
+            model_name=family["id"],
+            is_harmony=bool(family.get("harmony")),
+            tokenizer=tokenizer,
+        )
     # a parser that cannot even be built is a finding for every case of the family, whatever it raises
     except Exception as exc:  # noqa: BLE001
         failure = f"{type(exc).__name__}: {exc}"
@@ -176,8 +237,12 @@ def message_fields() -> dict[str, Any]:
     from vllm.entrypoints.generate.base.protocol import DeltaMessage
     from vllm.entrypoints.openai.chat_completion.protocol import ChatMessage
 
-    return {"family": "_api", "case": "message_fields", "ChatMessage": sorted(ChatMessage.model_fields),
-            "DeltaMessage": sorted(DeltaMessage.model_fields)}
+    return {
+        "family": "_api",
+        "case": "message_fields",
+        "ChatMessage": sorted(ChatMessage.model_fields),
+        "DeltaMessage": sorted(DeltaMessage.model_fields),
+    }
 
 
 def main() -> None:

@@ -33,8 +33,15 @@ def test_kimi_on_b300() -> None:
 
 
 def test_dedicated_glm_with_presence_penalty_and_fp8_kv() -> None:
-    cmd = engine_command(get_recipe("glm-5.1"), gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=2,
-                         quantization="nvfp4", kv_cache_dtype="fp8", max_model_len=131072, priority_scheduling=True)
+    cmd = engine_command(
+        get_recipe("glm-5.1"),
+        gpu=load_gpu_catalog().get("b300"),
+        tensor_parallel_size=2,
+        quantization="nvfp4",
+        kv_cache_dtype="fp8",
+        max_model_len=131072,
+        priority_scheduling=True,
+    )
     assert _value(cmd.args, "--scheduling-policy") == "priority"
     assert _value(cmd.args, "--kv-cache-dtype") == "fp8"
     assert _value(cmd.args, "--max-model-len") == "131072"
@@ -50,16 +57,27 @@ def test_refusals() -> None:
     with pytest.raises(UsageError, match="tensor-parallel size 3"):
         engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=3)
     with pytest.raises(UsageError, match="exceeds"):
-        engine_command(get_recipe("gpt-oss-120b"), gpu=catalog.get("h200"), tensor_parallel_size=1,
-                       max_model_len=1_000_000)
+        engine_command(
+            get_recipe("gpt-oss-120b"), gpu=catalog.get("h200"), tensor_parallel_size=1, max_model_len=1_000_000
+        )
 
 
 def test_cli_capacity_json_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["capacity", "--model", "deepseek-v3", "--gpu", "b200", "--count", "8", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    for key in ("weights_gb", "kv_bytes_per_token", "kv_pool_gb", "max_concurrency", "replicas_needed",
-                "decode_tokens_per_s_single", "decode_tokens_per_s_per_user", "decode_tokens_per_s_total",
-                "prefill_seconds", "fits", "reason"):
+    for key in (
+        "weights_gb",
+        "kv_bytes_per_token",
+        "kv_pool_gb",
+        "max_concurrency",
+        "replicas_needed",
+        "decode_tokens_per_s_single",
+        "decode_tokens_per_s_per_user",
+        "decode_tokens_per_s_total",
+        "prefill_seconds",
+        "fits",
+        "reason",
+    ):
         assert key in data
     assert main(["capacity", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--count", "8"]) == 3
     assert main(["capacity", "--model", "deepseek-v3", "--gpu", "h100", "--count", "8"]) == 2
@@ -85,8 +103,9 @@ def test_every_engine_command_loads_the_loop_guard_with_its_recipe_settings() ->
     llama = engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4)
     assert llama.env["FABRIC_LOOP_GUARD_MIN_SPAN"] == "64"  # the defaults
     assert {k: v for k, v in llama.env.items() if k.startswith("FABRIC_")} == loop_guard_flags("llama-3.3-70b").env
-    bare = engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4,
-                          loop_guard=False)
+    bare = engine_command(
+        get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4, loop_guard=False
+    )
     assert "--logits-processors" not in bare.args and not any(k.startswith("FABRIC_") for k in bare.env)
 
 
@@ -100,10 +119,13 @@ def test_the_cpu_stand_in_keeps_the_guard_and_drops_gpu_kernel_env() -> None:
 
 def test_max_num_seqs_is_always_explicit_and_dropped_for_the_cpu_stand_in() -> None:
     recipe, catalog = get_recipe("gpt-oss-120b"), load_gpu_catalog()
-    assert _value(engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1).args,
-                  "--max-num-seqs") == "1024"
-    assert _value(engine_command(recipe, gpu=catalog.get("rtx-pro-6000"), tensor_parallel_size=1).args,
-                  "--max-num-seqs") == "1024"
+    assert (
+        _value(engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1).args, "--max-num-seqs") == "1024"
+    )
+    assert (
+        _value(engine_command(recipe, gpu=catalog.get("rtx-pro-6000"), tensor_parallel_size=1).args, "--max-num-seqs")
+        == "1024"
+    )
     chosen = engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=96)
     assert _value(chosen.args, "--max-num-seqs") == "96"
     assert "--max-num-seqs" not in cpu_stand_in_args(chosen.args, served_name=recipe.id)

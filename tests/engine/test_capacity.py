@@ -34,8 +34,14 @@ def test_seed_002_batching_example_70b_fp8_on_one_h200() -> None:
 
 
 def test_seed_002_prefill_of_100k_on_8_h100() -> None:
-    est = estimate(get_recipe("llama-3.3-70b"), gpu("h100-sxm"), 8, tensor_parallel_size=8, quantization="bf16",
-                   context_tokens=100_000)
+    est = estimate(
+        get_recipe("llama-3.3-70b"),
+        gpu("h100-sxm"),
+        8,
+        tensor_parallel_size=8,
+        quantization="bf16",
+        context_tokens=100_000,
+    )
     assert 6.0 <= est.prefill_seconds <= 7.5  # seed: "3 s at perfect use, more like 6-7 in practice"
 
 
@@ -53,19 +59,35 @@ def test_not_native_quantization_is_refused_with_reason() -> None:
 
 
 def test_reference_site_placements_fit() -> None:
-    cases = [("qwen3.5", "b300", 2, "fp8"), ("kimi-k2.6", "b300", 4, "int4"), ("deepseek-v3.2", "b200", 8, "fp8"),
-             ("glm-5.1", "b300", 2, "nvfp4"), ("qwen3.5-122b", "h200", 2, "fp8"), ("gpt-oss-120b", "h200", 1, "mxfp4"),
-             ("mistral-small-4", "h200", 1, "fp8")]
+    cases = [
+        ("qwen3.5", "b300", 2, "fp8"),
+        ("kimi-k2.6", "b300", 4, "int4"),
+        ("deepseek-v3.2", "b200", 8, "fp8"),
+        ("glm-5.1", "b300", 2, "nvfp4"),
+        ("qwen3.5-122b", "h200", 2, "fp8"),
+        ("gpt-oss-120b", "h200", 1, "mxfp4"),
+        ("mistral-small-4", "h200", 1, "fp8"),
+    ]
     for recipe_id, gpu_id, tp, quant in cases:
         recipe = get_recipe(recipe_id)
-        est = estimate(recipe, gpu(gpu_id), tp, tensor_parallel_size=tp, quantization=quant,
-                       context_tokens=recipe.architecture.max_context if recipe_id != "glm-5.1" else 202_752)
+        est = estimate(
+            recipe,
+            gpu(gpu_id),
+            tp,
+            tensor_parallel_size=tp,
+            quantization=quant,
+            context_tokens=recipe.architecture.max_context if recipe_id != "glm-5.1" else 202_752,
+        )
         assert est.fits, (recipe_id, est.reason)
 
 
 @settings(max_examples=40, deadline=None)
-@given(recipe_id=st.sampled_from(recipe_ids()), gpu_id=st.sampled_from(["h100-sxm", "h200", "b200", "mi300x", "l40s"]),
-       count=st.integers(1, 8), context=st.integers(256, 131_072))
+@given(
+    recipe_id=st.sampled_from(recipe_ids()),
+    gpu_id=st.sampled_from(["h100-sxm", "h200", "b200", "mi300x", "l40s"]),
+    count=st.integers(1, 8),
+    context=st.integers(256, 131_072),
+)
 def test_more_gpus_never_hold_fewer_sessions(recipe_id: str, gpu_id: str, count: int, context: int) -> None:
     recipe, spec = get_recipe(recipe_id), gpu(gpu_id)
     if min(recipe.tensor_parallel_sizes) > count:
@@ -76,8 +98,13 @@ def test_more_gpus_never_hold_fewer_sessions(recipe_id: str, gpu_id: str, count:
 
 
 @settings(max_examples=40, deadline=None)
-@given(recipe_id=st.sampled_from(recipe_ids()), gpu_id=st.sampled_from(["h200", "b200", "b300"]),
-       count=st.sampled_from([1, 2, 4, 8]), context=st.integers(256, 100_000), extra=st.integers(1, 60_000))
+@given(
+    recipe_id=st.sampled_from(recipe_ids()),
+    gpu_id=st.sampled_from(["h200", "b200", "b300"]),
+    count=st.sampled_from([1, 2, 4, 8]),
+    context=st.integers(256, 100_000),
+    extra=st.integers(1, 60_000),
+)
 def test_longer_context_never_holds_more(recipe_id: str, gpu_id: str, count: int, context: int, extra: int) -> None:
     recipe, spec = get_recipe(recipe_id), gpu(gpu_id)
     if min(recipe.tensor_parallel_sizes) > count:
@@ -110,8 +137,18 @@ def test_max_num_seqs_caps_the_sessions_a_replica_runs() -> None:
         estimate(recipe, h200, 1, max_num_seqs=0)
 
 
-@pytest.mark.parametrize(("gpu_id", "seqs"), [("h100-sxm", 1024), ("h200", 1024), ("b300", 1024), ("mi300x", 1024),
-                                              ("a100-80gb", 256), ("a100-40gb", 256), ("l40s", 256)])
+@pytest.mark.parametrize(
+    ("gpu_id", "seqs"),
+    [
+        ("h100-sxm", 1024),
+        ("h200", 1024),
+        ("b300", 1024),
+        ("mi300x", 1024),
+        ("a100-80gb", 256),
+        ("a100-40gb", 256),
+        ("l40s", 256),
+    ],
+)
 def test_default_max_num_seqs_is_vllms(gpu_id: str, seqs: int) -> None:
     """vLLM 0.32 EngineArgs.get_batch_defaults: 1,024 from 70 GiB up unless the name says A100, else 256."""
     assert default_max_num_seqs(gpu(gpu_id)) == seqs

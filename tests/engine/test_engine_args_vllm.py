@@ -33,8 +33,9 @@ def test_every_recipe_on_every_gpu_that_can_run_it_passes_vllm(engine_python_pat
     assert failing == {}
     assert len(cases) > 100 and refused  # the kernel matrix does refuse some, e.g. FP8 on A100
     # the check can fail: each broken case is refused, for its reason
-    for case, needle in zip(BROKEN[:-1], ["unrecognized", "invalid", "kimi_k9", "deepseek_r9", "fp7", "nowhere"],
-                            strict=True):
+    for case, needle in zip(
+        BROKEN[:-1], ["unrecognized", "invalid", "kimi_k9", "deepseek_r9", "fp7", "nowhere"], strict=True
+    ):
         verdict = by_label[case.label]
         assert not verdict.ok and needle in " ".join(verdict.problems), (case.label, verdict.problems)
     assert by_label["loop guard loads"].ok

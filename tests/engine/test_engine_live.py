@@ -20,10 +20,19 @@ SETTINGS = LoopGuardSettings(min_repeats=3, min_span=12)
 
 
 def complete(engine: LocalEngine, prompt: str, *, guard: bool) -> dict[str, object]:
-    xargs = {"loop_guard": guard, "loop_guard_min_repeats": SETTINGS.min_repeats,
-             "loop_guard_min_span": SETTINGS.min_span}
-    body = {"model": ENGINE_RECIPE, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0,
-            "return_token_ids": True, "vllm_xargs": xargs}
+    xargs = {
+        "loop_guard": guard,
+        "loop_guard_min_repeats": SETTINGS.min_repeats,
+        "loop_guard_min_span": SETTINGS.min_span,
+    }
+    body = {
+        "model": ENGINE_RECIPE,
+        "prompt": prompt,
+        "max_tokens": MAX_TOKENS,
+        "temperature": 0,
+        "return_token_ids": True,
+        "vllm_xargs": xargs,
+    }
     choice: dict[str, object] = post_json(engine, "/v1/completions", body)["choices"][0]
     return choice
 
@@ -57,8 +66,13 @@ def test_the_guard_shortens_looping_generations_and_leaves_the_others_alone(tiny
 
 
 def test_reasoning_is_emitted_under_the_field_name_reasoning(tiny_engine: LocalEngine) -> None:
-    body = {"model": ENGINE_RECIPE, "messages": [{"role": "user", "content": "think"}], "max_tokens": 24,
-            "temperature": 0, "vllm_xargs": {"loop_guard": False}}
+    body = {
+        "model": ENGINE_RECIPE,
+        "messages": [{"role": "user", "content": "think"}],
+        "max_tokens": 24,
+        "temperature": 0,
+        "vllm_xargs": {"loop_guard": False},
+    }
     message = post_json(tiny_engine, "/v1/chat/completions", body)["choices"][0]["message"]
     # the qwen3 parser: a completion without </think> is all reasoning
     assert message.get("reasoning")
@@ -71,8 +85,11 @@ def test_metrics_are_vllm_counters_that_add_up(tiny_engine: LocalEngine) -> None
         return sum(float(v) for v in re.findall(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.M))
 
     before = counter("vllm:generation_tokens_total"), counter("vllm:prompt_tokens_total")
-    usage = post_json(tiny_engine, "/v1/completions", {"model": ENGINE_RECIPE, "prompt": "count me", "max_tokens": 7,
-                                                       "temperature": 0, "ignore_eos": True})["usage"]
+    usage = post_json(
+        tiny_engine,
+        "/v1/completions",
+        {"model": ENGINE_RECIPE, "prompt": "count me", "max_tokens": 7, "temperature": 0, "ignore_eos": True},
+    )["usage"]
     after = counter("vllm:generation_tokens_total"), counter("vllm:prompt_tokens_total")
     assert usage["completion_tokens"] == 7
     assert after[0] - before[0] == usage["completion_tokens"]

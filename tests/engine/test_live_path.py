@@ -68,7 +68,10 @@ def run_report(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str,
 
 
 def test_engine_counters_reach_the_report_through_prometheus(
-    tiny_engine: LocalEngine, prometheus_factory: Callable[..., PrometheusServer], site_repo: Path, tmp_path: Path,
+    tiny_engine: LocalEngine,
+    prometheus_factory: Callable[..., PrometheusServer],
+    site_repo: Path,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     now = datetime.now(UTC)
@@ -77,18 +80,25 @@ def test_engine_counters_reach_the_report_through_prometheus(
         pytest.skip("the month ends within 15 minutes: the burst could straddle two months")
     site = load_site(site_repo)
     node = sorted(site.nodes.values(), key=lambda n: n.name)[0]
-    labels = {"deployment": DEPLOYMENT, "replica": f"{DEPLOYMENT}-0", "owner": node.owner, "site": node.site,
-              "node": node.name}
+    labels = {
+        "deployment": DEPLOYMENT,
+        "replica": f"{DEPLOYMENT}-0",
+        "owner": node.owner,
+        "site": node.site,
+        "node": node.name,
+    }
     target = tiny_engine.base_url.removeprefix("http://")
-    prom = prometheus_factory(scrape_configs=[
-        scrape_job("vllm", [target], static_configs=[{"targets": [target], "labels": labels}])])
+    prom = prometheus_factory(
+        scrape_configs=[scrape_job("vllm", [target], static_configs=[{"targets": [target], "labels": labels}])]
+    )
     # the first scraped sample is where the month's count starts: no traffic until Prometheus holds it
     before = engine_counters(tiny_engine)
     wait_scraped(prom, before)
 
     tenants = sorted(site.tenants)
-    planned = plan_burst(COUNT, p50=P50, p95=P95, tenants=tenants, max_prompt_tokens=MAX_PROMPT,
-                         max_output_tokens=MAX_OUTPUT, seed=8)
+    planned = plan_burst(
+        COUNT, p50=P50, p95=P95, tenants=tenants, max_prompt_tokens=MAX_PROMPT, max_output_tokens=MAX_OUTPUT, seed=8
+    )
     records = send_burst(tiny_engine.base_url, ENGINE_RECIPE, planned, deployment=DEPLOYMENT, concurrency=4)
     records_path = write_records(tmp_path / "requests.jsonl", records)
     after = engine_counters(tiny_engine)

@@ -30,12 +30,22 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 RUNNER = Path(__file__).with_name("parser_runner.py")
 TOOLS = [
-    {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
-                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                     "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Local time of a city",
-                                      "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                     "required": ["city"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Local time of a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    },
 ]
 WEATHER = {"name": "get_weather", "arguments": {"city": "Brno"}}
 TIME = {"name": "get_time", "arguments": {"city": "Praha"}}
@@ -55,8 +65,10 @@ def _deepseek_v3_call(name: str, city: str) -> str:
 
 
 def _dsml_invoke(name: str, city: str) -> str:
-    return (f'<｜DSML｜invoke name="{name}">\n<｜DSML｜parameter name="city" string="true">{city}'
-            "</｜DSML｜parameter>\n</｜DSML｜invoke>\n")
+    return (
+        f'<｜DSML｜invoke name="{name}">\n<｜DSML｜parameter name="city" string="true">{city}'
+        "</｜DSML｜parameter>\n</｜DSML｜invoke>\n"
+    )
 
 
 def _kimi_call(name: str, city: str, index: int) -> str:
@@ -72,49 +84,82 @@ def _glm_call(name: str, city: str) -> str:
 # calls are written, and a look-alike: the call's inner syntax without the opener that makes it a call.
 FAMILIES: dict[str, dict[str, Any]] = {
     "qwen3_coder": {
-        "tool_parser": "qwen3_coder", "reasoning_parser": "qwen3",
+        "tool_parser": "qwen3_coder",
+        "reasoning_parser": "qwen3",
         "markers": ["<think>", "</think>", "<tool_call>", "</tool_call>"],
         "one": _qwen_coder("get_weather", "Brno"),
         "two": _qwen_coder("get_weather", "Brno") + "\n" + _qwen_coder("get_time", "Praha"),
         "lookalike": "<function=get_weather>\n<parameter=city>\nBrno\n</parameter>\n</function>",
     },
     "hermes": {
-        "tool_parser": "hermes", "reasoning_parser": "qwen3",
+        "tool_parser": "hermes",
+        "reasoning_parser": "qwen3",
         "markers": ["<think>", "</think>", "<tool_call>", "</tool_call>"],
         "one": _hermes("get_weather", "Brno"),
         "two": _hermes("get_weather", "Brno") + "\n" + _hermes("get_time", "Praha"),
         "lookalike": json.dumps({"name": "get_weather", "arguments": {"city": "Brno"}}),
     },
     "deepseek_v3": {
-        "tool_parser": "deepseek_v3", "reasoning_parser": None,
-        "markers": ["<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
-                    "<｜tool▁sep｜>"],
+        "tool_parser": "deepseek_v3",
+        "reasoning_parser": None,
+        "markers": [
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁calls▁end｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁sep｜>",
+        ],
         "one": "<｜tool▁calls▁begin｜>" + _deepseek_v3_call("get_weather", "Brno") + "<｜tool▁calls▁end｜>",
-        "two": "<｜tool▁calls▁begin｜>" + _deepseek_v3_call("get_weather", "Brno")
-               + _deepseek_v3_call("get_time", "Praha") + "<｜tool▁calls▁end｜>",
+        "two": "<｜tool▁calls▁begin｜>"
+        + _deepseek_v3_call("get_weather", "Brno")
+        + _deepseek_v3_call("get_time", "Praha")
+        + "<｜tool▁calls▁end｜>",
         "lookalike": 'function get_weather\n```json\n{"city": "Brno"}\n```',
     },
     "deepseek_v32": {
-        "tool_parser": "deepseek_v32", "reasoning_parser": "deepseek_v3", "chat_template_kwargs": {"thinking": True},
+        "tool_parser": "deepseek_v32",
+        "reasoning_parser": "deepseek_v3",
+        "chat_template_kwargs": {"thinking": True},
         "markers": ["<think>", "</think>"],
         "one": "<｜DSML｜function_calls>\n" + _dsml_invoke("get_weather", "Brno") + "</｜DSML｜function_calls>",
-        "two": "<｜DSML｜function_calls>\n" + _dsml_invoke("get_weather", "Brno") + _dsml_invoke("get_time", "Praha")
-               + "</｜DSML｜function_calls>",
+        "two": "<｜DSML｜function_calls>\n"
+        + _dsml_invoke("get_weather", "Brno")
+        + _dsml_invoke("get_time", "Praha")
+        + "</｜DSML｜function_calls>",
         "lookalike": 'invoke name="get_weather" with parameter name="city": Brno',
     },
     "kimi_k2": {
-        "tool_parser": "kimi_k2", "reasoning_parser": "kimi_k2",
-        "markers": ["<think>", "</think>", "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>",
-                    "<|tool_call_begin|>", "<|tool_call_end|>", "<|tool_call_argument_begin|>"],
+        "tool_parser": "kimi_k2",
+        "reasoning_parser": "kimi_k2",
+        "markers": [
+            "<think>",
+            "</think>",
+            "<|tool_calls_section_begin|>",
+            "<|tool_calls_section_end|>",
+            "<|tool_call_begin|>",
+            "<|tool_call_end|>",
+            "<|tool_call_argument_begin|>",
+        ],
         "one": "<|tool_calls_section_begin|>" + _kimi_call("get_weather", "Brno", 0) + "<|tool_calls_section_end|>",
-        "two": "<|tool_calls_section_begin|>" + _kimi_call("get_weather", "Brno", 0)
-               + _kimi_call("get_time", "Praha", 1) + "<|tool_calls_section_end|>",
+        "two": "<|tool_calls_section_begin|>"
+        + _kimi_call("get_weather", "Brno", 0)
+        + _kimi_call("get_time", "Praha", 1)
+        + "<|tool_calls_section_end|>",
         "lookalike": 'functions.get_weather:0 {"city": "Brno"}',
     },
     "glm47": {
-        "tool_parser": "glm47", "reasoning_parser": "glm45",
-        "markers": ["<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>",
-                    "</arg_value>"],
+        "tool_parser": "glm47",
+        "reasoning_parser": "glm45",
+        "markers": [
+            "<think>",
+            "</think>",
+            "<tool_call>",
+            "</tool_call>",
+            "<arg_key>",
+            "</arg_key>",
+            "<arg_value>",
+            "</arg_value>",
+        ],
         "one": _glm_call("get_weather", "Brno"),
         "two": _glm_call("get_weather", "Brno") + _glm_call("get_time", "Praha"),
         "lookalike": "get_weather city=Brno",
@@ -135,7 +180,10 @@ def _harmony_call(name: str, city: str, channel: str = "commentary") -> str:
 # gpt-oss speaks Harmony: channels, not markers; the generation starts after the prompt's `<|start|>assistant`
 _H_LOOKALIKE = 'to=functions.get_weather {"city": "Brno"}'
 FAMILIES["gpt_oss"] = {
-    "tool_parser": "openai", "reasoning_parser": "openai_gptoss", "harmony": True, "markers": [],
+    "tool_parser": "openai",
+    "reasoning_parser": "openai_gptoss",
+    "harmony": True,
+    "markers": [],
     "lookalike": _H_LOOKALIKE,
     "outputs": {
         "reasoning_then_answer": _harmony("analysis", "The user greets me; I answer briefly.")
@@ -143,18 +191,23 @@ FAMILIES["gpt_oss"] = {
         "tool_call_after_reasoning": _harmony("analysis", "I need the weather in Brno: call get_weather.")
         + _harmony_call("get_weather", "Brno"),
         "two_tool_calls": _harmony("analysis", "Weather in Brno and time in Praha.")
-        + _harmony_call("get_weather", "Brno") + _harmony_call("get_time", "Praha"),
-        "content_then_tool_call": _harmony("analysis", "Check first.") + _harmony("commentary", "Let me check.")
+        + _harmony_call("get_weather", "Brno")
+        + _harmony_call("get_time", "Praha"),
+        "content_then_tool_call": _harmony("analysis", "Check first.")
+        + _harmony("commentary", "Let me check.")
         + _harmony_call("get_weather", "Brno"),
-        "reasoning_looks_like_a_tool_call": _harmony("analysis", f"I could write {_H_LOOKALIKE} but the user wants "
-                                                                 "a joke.")
+        "reasoning_looks_like_a_tool_call": _harmony(
+            "analysis", f"I could write {_H_LOOKALIKE} but the user wants a joke."
+        )
         + _harmony("final", "Why did the GPU rest?", "<|return|>"),
         "bang_run_in_reasoning": _harmony("analysis", f"Let me think{BANG_RUN}")
         + _harmony("final", "Answer.", "<|return|>"),
         "unterminated_reasoning": _harmony("analysis", "step one, step two, step three", ""),
         # gpt-oss does address tools from the analysis channel; the answer follows in its final channel
-        "tool_call_inside_reasoning": _harmony("analysis", "Plan:") + _harmony_call("get_weather", "Brno", "analysis")
-        + _harmony("analysis", "then summarise.") + _harmony("final", "The weather is fine.", "<|return|>"),
+        "tool_call_inside_reasoning": _harmony("analysis", "Plan:")
+        + _harmony_call("get_weather", "Brno", "analysis")
+        + _harmony("analysis", "then summarise.")
+        + _harmony("final", "The weather is fine.", "<|return|>"),
     },
 }
 for _family in FAMILIES.values():  # the generation starts inside the assistant message the prompt opened
@@ -172,36 +225,71 @@ def cases(family: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
         return text if think else None
 
     recorded = {
-        "reasoning_then_answer": (f"{open_}The user greets me; I answer briefly.{close}Hello! How can I help?",
-                                  {"reasoning": r("The user greets me; I answer briefly."),
-                                   "content": "Hello! How can I help?" if think else
-                                   "The user greets me; I answer briefly.Hello! How can I help?", "calls": []}),
-        "tool_call_after_reasoning": (f"{open_}I need the weather in Brno: call get_weather.{close}{one}",
-                                      {"reasoning": r("I need the weather in Brno: call get_weather."),
-                                       "content": None if think else "I need the weather in Brno: call get_weather.",
-                                       "calls": [WEATHER]}),
-        "two_tool_calls": (f"{open_}Weather in Brno and time in Praha.{close}{two}",
-                           {"reasoning": r("Weather in Brno and time in Praha."),
-                            "content": None if think else "Weather in Brno and time in Praha.",
-                            "calls": [WEATHER, TIME]}),
-        "content_then_tool_call": (f"{open_}Check first.{close}Let me check.\n{one}",
-                                   {"reasoning": r("Check first."),
-                                    "content": "Let me check." if think else "Check first.Let me check.",
-                                    "calls": [WEATHER]}),
+        "reasoning_then_answer": (
+            f"{open_}The user greets me; I answer briefly.{close}Hello! How can I help?",
+            {
+                "reasoning": r("The user greets me; I answer briefly."),
+                "content": "Hello! How can I help?"
+                if think
+                else "The user greets me; I answer briefly.Hello! How can I help?",
+                "calls": [],
+            },
+        ),
+        "tool_call_after_reasoning": (
+            f"{open_}I need the weather in Brno: call get_weather.{close}{one}",
+            {
+                "reasoning": r("I need the weather in Brno: call get_weather."),
+                "content": None if think else "I need the weather in Brno: call get_weather.",
+                "calls": [WEATHER],
+            },
+        ),
+        "two_tool_calls": (
+            f"{open_}Weather in Brno and time in Praha.{close}{two}",
+            {
+                "reasoning": r("Weather in Brno and time in Praha."),
+                "content": None if think else "Weather in Brno and time in Praha.",
+                "calls": [WEATHER, TIME],
+            },
+        ),
+        "content_then_tool_call": (
+            f"{open_}Check first.{close}Let me check.\n{one}",
+            {
+                "reasoning": r("Check first."),
+                "content": "Let me check." if think else "Check first.Let me check.",
+                "calls": [WEATHER],
+            },
+        ),
         "reasoning_looks_like_a_tool_call": (
             f"{open_}I could write {family['lookalike']} but the user wants a joke.{close}Why did the GPU rest?",
-            {"reasoning": r(f"I could write {family['lookalike']} but the user wants a joke."),
-             "content": "Why did the GPU rest?" if think else
-             f"I could write {family['lookalike']} but the user wants a joke.Why did the GPU rest?", "calls": []}),
-        "bang_run_in_reasoning": (f"{open_}Let me think{BANG_RUN}{close}Answer.",
-                                  {"reasoning": r(f"Let me think{BANG_RUN}"),
-                                   "content": "Answer." if think else f"Let me think{BANG_RUN}Answer.", "calls": []}),
-        "unterminated_reasoning": (f"{open_}step one, step two, step three",
-                                   {"reasoning": r("step one, step two, step three"),
-                                    "content": None if think else "step one, step two, step three", "calls": []}),
+            {
+                "reasoning": r(f"I could write {family['lookalike']} but the user wants a joke."),
+                "content": "Why did the GPU rest?"
+                if think
+                else f"I could write {family['lookalike']} but the user wants a joke.Why did the GPU rest?",
+                "calls": [],
+            },
+        ),
+        "bang_run_in_reasoning": (
+            f"{open_}Let me think{BANG_RUN}{close}Answer.",
+            {
+                "reasoning": r(f"Let me think{BANG_RUN}"),
+                "content": "Answer." if think else f"Let me think{BANG_RUN}Answer.",
+                "calls": [],
+            },
+        ),
+        "unterminated_reasoning": (
+            f"{open_}step one, step two, step three",
+            {
+                "reasoning": r("step one, step two, step three"),
+                "content": None if think else "step one, step two, step three",
+                "calls": [],
+            },
+        ),
         # no single right answer (a call or a thought): checked by the contract in the test, recorded in the docs
-        "tool_call_inside_reasoning": (f"{open_}Plan: {one} then summarise.{close}The weather is fine.",
-                                       {"reasoning": None, "content": None, "calls": None}),
+        "tool_call_inside_reasoning": (
+            f"{open_}Plan: {one} then summarise.{close}The weather is fine.",
+            {"reasoning": None, "content": None, "calls": None},
+        ),
     }
     outputs = family.get("outputs", {})
     return {case: (outputs.get(case, output), want) for case, (output, want) in recorded.items()}
@@ -228,8 +316,11 @@ FINDINGS: dict[tuple[str, str, str], str] = {
     ("gpt_oss", _INSIDE, "agree-stream"): "non-streaming joins analysis messages with a newline, streaming does not",
 }
 # several tokens per delta (speculative decoding, MTP, --stream-interval) change none of the above...
-FINDINGS |= {(f, c, m.replace("stream", "stream_chunked")): why for (f, c, m), why in list(FINDINGS.items())
-             if m in ("stream", "agree-stream")}
+FINDINGS |= {
+    (f, c, m.replace("stream", "stream_chunked")): why
+    for (f, c, m), why in list(FINDINGS.items())
+    if m in ("stream", "agree-stream")
+}
 # ...but DeepSeek's reasoning parser streams a `<think>` that shares its delta with other tokens as reasoning text
 _THINK = "deepseek_v3 reasoning: a <think> sharing a delta with other tokens is streamed as reasoning text"
 FINDINGS |= {("deepseek_v32", c, "agree-stream_chunked"): _THINK for c in cases(FAMILIES["deepseek_v32"])}
@@ -238,14 +329,31 @@ FINDINGS |= {("deepseek_v32", c, "stream_chunked"): _THINK for c in cases(FAMILI
 
 @pytest.fixture(scope="module")
 def results(engine_python_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
-    payload = [{"id": name, **{k: v for k, v in spec.items() if k not in ("one", "two", "lookalike", "outputs")},
-                "tools": TOOLS, "cases": [{"id": cid, "output": out} for cid, (out, _) in cases(spec).items()]}
-               for name, spec in FAMILIES.items()]
+    payload = [
+        {
+            "id": name,
+            **{k: v for k, v in spec.items() if k not in ("one", "two", "lookalike", "outputs")},
+            "tools": TOOLS,
+            "cases": [{"id": cid, "output": out} for cid, (out, _) in cases(spec).items()],
+        }
+        for name, spec in FAMILIES.items()
+    ]
     out = tmp_path_factory.mktemp("parsers") / "results.json"
-    done = subprocess.run([str(engine_python_path), str(RUNNER), str(out)], input=json.dumps(payload), text=True,
-                          capture_output=True, timeout=600, check=False,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "HF_HUB_OFFLINE": "1",
-                               "VLLM_NO_USAGE_STATS": "1", "TMPDIR": str(out.parent)})
+    done = subprocess.run(
+        [str(engine_python_path), str(RUNNER), str(out)],
+        input=json.dumps(payload),
+        text=True,
+        capture_output=True,
+        timeout=600,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(Path.home()),
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "TMPDIR": str(out.parent),
+        },
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return {(r["family"], r["case"]): r for r in json.loads(out.read_text())}
 
@@ -259,16 +367,27 @@ def _calls(raw: list[dict[str, str]]) -> list[dict[str, Any]]:
 
 
 def _view(side: dict[str, Any]) -> dict[str, Any]:
-    return {"reasoning": _norm(side["reasoning"]), "content": _norm(side["content"]),
-            "calls": _calls(side["tool_calls"])}
+    return {
+        "reasoning": _norm(side["reasoning"]),
+        "content": _norm(side["content"]),
+        "calls": _calls(side["tool_calls"]),
+    }
 
 
 MODES = ("nonstream", "stream", "stream_chunked")  # chunked: 5 tokens per delta
 PARAMS = [
-    pytest.param(family, case, mode, id=f"{family}-{case}-{mode}",
-                 marks=[pytest.mark.xfail(strict=True, reason=FINDINGS[(family, case, mode)])]
-                 if (family, case, mode) in FINDINGS else [])
-    for family, spec in FAMILIES.items() for case in cases(spec) for mode in MODES
+    pytest.param(
+        family,
+        case,
+        mode,
+        id=f"{family}-{case}-{mode}",
+        marks=[pytest.mark.xfail(strict=True, reason=FINDINGS[(family, case, mode)])]
+        if (family, case, mode) in FINDINGS
+        else [],
+    )
+    for family, spec in FAMILIES.items()
+    for case in cases(spec)
+    for mode in MODES
 ]
 
 
@@ -279,8 +398,7 @@ def test_parser_conformance(results: dict[tuple[str, str], Any], family: str, ca
     got = _view(result[mode])
     _output, want = cases(FAMILIES[family])[case]
     if want["calls"] is not None:
-        assert got == {"reasoning": _norm(want["reasoning"]), "content": _norm(want["content"]),
-                       "calls": want["calls"]}
+        assert got == {"reasoning": _norm(want["reasoning"]), "content": _norm(want["content"]), "calls": want["calls"]}
         return
     # a tool call inside the reasoning: dispatched (and gone from the text) or kept as thought (and not
     # dispatched); either way the reasoning after it stays reasoning and the answer stays the answer
@@ -297,16 +415,25 @@ def test_parser_conformance(results: dict[tuple[str, str], Any], family: str, ca
 
 
 AGREE_PARAMS = [
-    pytest.param(family, case, mode, id=f"{family}-{case}-{mode}",
-                 marks=[pytest.mark.xfail(strict=True, reason=FINDINGS[(family, case, f"agree-{mode}")])]
-                 if (family, case, f"agree-{mode}") in FINDINGS else [])
-    for family, spec in FAMILIES.items() for case in cases(spec) for mode in MODES[1:]
+    pytest.param(
+        family,
+        case,
+        mode,
+        id=f"{family}-{case}-{mode}",
+        marks=[pytest.mark.xfail(strict=True, reason=FINDINGS[(family, case, f"agree-{mode}")])]
+        if (family, case, f"agree-{mode}") in FINDINGS
+        else [],
+    )
+    for family, spec in FAMILIES.items()
+    for case in cases(spec)
+    for mode in MODES[1:]
 ]
 
 
 @pytest.mark.parametrize(("family", "case", "mode"), AGREE_PARAMS)
-def test_streaming_agrees_with_non_streaming(results: dict[tuple[str, str], Any], family: str, case: str,
-                                             mode: str) -> None:
+def test_streaming_agrees_with_non_streaming(
+    results: dict[tuple[str, str], Any], family: str, case: str, mode: str
+) -> None:
     result = results[(family, case)]
     assert "error" not in result, result.get("error")
     assert _view(result[mode]) == _view(result["nonstream"])
@@ -317,8 +444,9 @@ def test_every_recipe_parser_is_covered() -> None:
     covered_reasoning = {spec["reasoning_parser"] for spec in FAMILIES.values()}
     recipes = load_recipes().values()
     # llama3_json and mistral are not in the brief's families; their recipes are listed as not covered in the docs
-    uncovered = {r.id for r in recipes
-                 if r.tool_call_parser not in covered or r.reasoning_parser not in covered_reasoning}
+    uncovered = {
+        r.id for r in recipes if r.tool_call_parser not in covered or r.reasoning_parser not in covered_reasoning
+    }
     assert uncovered == {"llama-3.3-70b", "mistral-small-4"}
 
 

@@ -12,8 +12,17 @@ from llm_fabric.engine.recipes import get_recipe, load_recipes, recipe_ids
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.site.loader import load_site
 
-REQUIRED = ["kimi-k2.6", "glm-5.1", "deepseek-v3.2", "deepseek-v3", "qwen3.5", "qwen3.5-122b", "gpt-oss-120b",
-            "mistral-small-4", "llama-3.3-70b"]
+REQUIRED = [
+    "kimi-k2.6",
+    "glm-5.1",
+    "deepseek-v3.2",
+    "deepseek-v3",
+    "qwen3.5",
+    "qwen3.5-122b",
+    "gpt-oss-120b",
+    "mistral-small-4",
+    "llama-3.3-70b",
+]
 
 
 def test_required_recipes_load() -> None:

@@ -52,10 +52,12 @@ def test_bad_distributions_are_usage_errors() -> None:
 
 
 def test_the_plan_is_deterministic_and_mixes_tenants_and_streaming(tmp_path: Path) -> None:
-    plan = plan_burst(40, p50=128, p95=640, tenants=["a", "b", "c"], max_prompt_tokens=900, max_output_tokens=24,
-                      seed=8)
-    assert plan == plan_burst(40, p50=128, p95=640, tenants=["a", "b", "c"], max_prompt_tokens=900,
-                              max_output_tokens=24, seed=8)
+    plan = plan_burst(
+        40, p50=128, p95=640, tenants=["a", "b", "c"], max_prompt_tokens=900, max_output_tokens=24, seed=8
+    )
+    assert plan == plan_burst(
+        40, p50=128, p95=640, tenants=["a", "b", "c"], max_prompt_tokens=900, max_output_tokens=24, seed=8
+    )
     assert sorted(p.planned_prompt_tokens for p in plan) == lognormal_lengths(40, 128, 640, maximum=900)
     assert [p.planned_prompt_tokens for p in plan] != sorted(p.planned_prompt_tokens for p in plan)  # shuffled
     assert [p.tenant for p in plan[:4]] == ["a", "b", "c", "a"]

@@ -20,8 +20,16 @@ def test_every_catalog_architecture_has_an_entry() -> None:
 
 @pytest.mark.parametrize(
     ("arch", "quant", "native"),
-    [("sm_80", "fp8", False), ("sm_89", "fp8", True), ("sm_90", "nvfp4", False), ("sm_100", "nvfp4", True),
-     ("sm_103", "mxfp4", True), ("sm_90", "mxfp4", False), ("gfx942", "fp8", True), ("gfx942", "nvfp4", False)],
+    [
+        ("sm_80", "fp8", False),
+        ("sm_89", "fp8", True),
+        ("sm_90", "nvfp4", False),
+        ("sm_100", "nvfp4", True),
+        ("sm_103", "mxfp4", True),
+        ("sm_90", "mxfp4", False),
+        ("gfx942", "fp8", True),
+        ("gfx942", "nvfp4", False),
+    ],
 )
 def test_is_native(arch: str, quant: str, native: bool) -> None:
     ok, reason = load_kernel_matrix().is_native(arch, quant)

@@ -17,12 +17,16 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cerit-sc"
 
 def _config(**kw: object) -> LedgerConfig:
     base: dict[str, object] = {
-        "reference_prices": {"kimi-k2-6": TokenPrices(input=Decimal("0.60"), cached_input=Decimal("0.15"),
-                                                      output=Decimal("2.50"))},
-        "hardware": [HardwareCost(node="a", capex=Decimal(500000), in_service=date(2025, 9, 1)),
-                     HardwareCost(node="b", capex=Decimal(500000), in_service=date(2026, 1, 15))],
+        "reference_prices": {
+            "kimi-k2-6": TokenPrices(input=Decimal("0.60"), cached_input=Decimal("0.15"), output=Decimal("2.50"))
+        },
+        "hardware": [
+            HardwareCost(node="a", capex=Decimal(500000), in_service=date(2025, 9, 1)),
+            HardwareCost(node="b", capex=Decimal(500000), in_service=date(2026, 1, 15)),
+        ],
         "commercial_reference": CommercialReference(
-            name="sonnet", prices=TokenPrices(input=Decimal(3), cached_input=Decimal("0.30"), output=Decimal(15))),
+            name="sonnet", prices=TokenPrices(input=Decimal(3), cached_input=Decimal("0.30"), output=Decimal(15))
+        ),
     }
     base.update(kw)
     return LedgerConfig.model_validate(base)

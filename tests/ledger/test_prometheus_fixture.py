@@ -31,7 +31,7 @@ def test_scrapes_a_live_target(prometheus_factory: Callable[..., PrometheusServe
 def test_backfilled_history_is_queryable(prometheus_factory: Callable[..., PrometheusServer]) -> None:
     start = 1_700_000_000  # 2023-11-14: far from now, so only the backfill can answer
     lines = ["# TYPE backfill_probe counter"]
-    lines += [f"backfill_probe_total{{k=\"a\"}} {i * 10} {start + i * 60}" for i in range(120)]
+    lines += [f'backfill_probe_total{{k="a"}} {i * 10} {start + i * 60}' for i in range(120)]
     prom = prometheus_factory(backfill=["\n".join(lines) + "\n# EOF\n"])
     result = prom.query("backfill_probe_total[3h]", at=start + 119 * 60)
     values = [float(v) for _, v in result[0]["values"]]

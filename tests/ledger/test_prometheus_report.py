@@ -46,22 +46,36 @@ def test_live_replay_totals_match_the_records(
     month = Month.parse("2026-10")
     records = tmp_path / "requests.jsonl"
     models = sorted(PROFILES)
-    records.write_text("".join(
-        json.dumps({"ts": f"{month.start + timedelta(seconds=5 * i):%Y-%m-%dT%H:%M:%SZ}", "model": models[i % 3],
-                    "tenant": TENANTS[i % 2], "prompt_tokens": 37 * i % 5000 + 1, "completion_tokens": i % 97 + 1,
-                    "cached_prompt_tokens": 11 * i % 200, "status": "ok"}) + "\n"
-        for i in range(600)
-    ))
+    records.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "ts": f"{month.start + timedelta(seconds=5 * i):%Y-%m-%dT%H:%M:%SZ}",
+                    "model": models[i % 3],
+                    "tenant": TENANTS[i % 2],
+                    "prompt_tokens": 37 * i % 5000 + 1,
+                    "completion_tokens": i % 97 + 1,
+                    "cached_prompt_tokens": 11 * i % 200,
+                    "status": "ok",
+                }
+            )
+            + "\n"
+            for i in range(600)
+        )
+    )
     site = load_site(site_repo)
     t0, t1 = month.start.timestamp(), month.end.timestamp()
     steps, first, step_s = 20, t0 + 3600, 60.0
     port = free_port()
-    replay = ReplayServer(load_series(site, [records], t0, t1, steps), steps, 1.0, port,
-                          sample_times=(first, step_s)).start()
+    replay = ReplayServer(
+        load_series(site, [records], t0, t1, steps), steps, 1.0, port, sample_times=(first, step_s)
+    ).start()
     # the scrape's own `up` series is written at the real time: older samples need the out-of-order window
-    config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-              "scrape_configs": [scrape_job("vllm", [f"127.0.0.1:{port}"])],
-              "storage": {"tsdb": {"out_of_order_time_window": "3650d"}}}
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [scrape_job("vllm", [f"127.0.0.1:{port}"])],
+        "storage": {"tsdb": {"out_of_order_time_window": "3650d"}},
+    }
     now = month.end + timedelta(days=3)
     try:
         prom = prometheus_factory(config=config)
@@ -75,7 +89,8 @@ def test_live_replay_totals_match_the_records(
     assert _by_model(engine_only, "input_tokens") == want
     assert _by_model(engine_only, "output_tokens") == _by_model(from_records, "output_tokens")
     assert {row["name"]: row["percentiles"] for row in engine_only["usage_by_model"]} == dict.fromkeys(
-        want, "approximate (histogram)")
+        want, "approximate (histogram)"
+    )
     assert all(row["drift_pct"] == 0 and not row["warning"] for row in both["reconciliation"])
     assert len(both["reconciliation"]) == len(want)
     owners = {c["owner"]: c["served_on_hardware"] for c in both["contributors"]}
@@ -99,7 +114,8 @@ def test_backfilled_month_states_missing_days(
     series = load_series(site, [records], t0, t1, steps)
     cutoff = datetime(2026, 10, 21, tzinfo=UTC).timestamp()  # the engines' history stops after the 20th
     text = "\n".join(
-        line for line in openmetrics_history(series, t0, t1, steps).splitlines()
+        line
+        for line in openmetrics_history(series, t0, t1, steps).splitlines()
         if line.startswith("#") or float(line.rsplit(" ", 1)[1]) < cutoff
     )
     prom = prometheus_factory(backfill=[text + "\n"])

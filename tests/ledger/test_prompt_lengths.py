@@ -35,16 +35,27 @@ def _columns(lengths: list[int], tenants: list[int]) -> Columns:
         ts_us=frozen([int(NOV.start.timestamp()) * 1_000_000 + i for i in range(n)], np.int64),
         model=Coded(frozen([0] * n, np.int32), ["m"]),
         tenant=Coded(frozen(tenants, np.int32), [f"t{i}" for i in range(max(tenants) + 1)]),
-        status=frozen([0] * n, np.int32), ok_lut=frozen([1, 0], np.int64),
-        prompt=frozen(lengths, np.int64), output=frozen([1] * n, np.int64), cached=frozen([0] * n, np.int64),
+        status=frozen([0] * n, np.int32),
+        ok_lut=frozen([1, 0], np.int64),
+        prompt=frozen(lengths, np.int64),
+        output=frozen([1] * n, np.int64),
+        cached=frozen([0] * n, np.int64),
         ttft_ms=frozen([], np.float64),
     )
 
 
 def test_the_compiled_tally_counts_each_length_in_the_bucket_python_gives() -> None:
     rng = np.random.default_rng(3)
-    lengths = [int(x) for x in np.concatenate([rng.integers(1, pl.DENSE, 300), rng.integers(pl.DENSE, 1 << 20, 600),
-                                               [pl.DENSE, 8191, 8192, (1 << 24) - 1, 1 << 24, 2**31 - 1]])]
+    lengths = [
+        int(x)
+        for x in np.concatenate(
+            [
+                rng.integers(1, pl.DENSE, 300),
+                rng.integers(pl.DENSE, 1 << 20, 600),
+                [pl.DENSE, 8191, 8192, (1 << 24) - 1, 1 << 24, 2**31 - 1],
+            ]
+        )
+    ]
     tally = Tally(NOV, "test")
     tally.add(_columns(lengths, [i % 3 for i in range(len(lengths))]))
     want = np.zeros(pl.COLUMNS, dtype=np.int64)

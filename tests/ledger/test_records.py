@@ -26,15 +26,39 @@ def _known(tmp_path: Path) -> Path:
     # model a: prompts 1..100 (p50 50, p95 95, p99 99 by nearest rank); model b: 1000 x 10 tokens
     rows: list[dict[str, object]] = []
     for i in range(1, 101):
-        rows.append({"ts": f"2026-11-{i % 30 + 1:02d}T12:00:00+02:00", "model": "a",
-                     "tenant": "t1" if i <= 60 else "t2", "prompt_tokens": i, "completion_tokens": 2,
-                     "cached_prompt_tokens": i // 2,
-                     "ttft_ms": 100.0, "status": "ok" if i % 25 else "error"})
+        rows.append(
+            {
+                "ts": f"2026-11-{i % 30 + 1:02d}T12:00:00+02:00",
+                "model": "a",
+                "tenant": "t1" if i <= 60 else "t2",
+                "prompt_tokens": i,
+                "completion_tokens": 2,
+                "cached_prompt_tokens": i // 2,
+                "ttft_ms": 100.0,
+                "status": "ok" if i % 25 else "error",
+            }
+        )
     for _ in range(1000):
-        rows.append({"ts": "2026-11-30T23:59:59Z", "model": "b", "tenant": "t2", "prompt_tokens": 10,
-                     "completion_tokens": 1, "status": "200"})
-    rows.append({"ts": "2026-12-01T00:00:00Z", "model": "a", "tenant": "t1", "prompt_tokens": 7,
-                 "completion_tokens": 1, "status": "ok"})  # next month: left out, and counted as such
+        rows.append(
+            {
+                "ts": "2026-11-30T23:59:59Z",
+                "model": "b",
+                "tenant": "t2",
+                "prompt_tokens": 10,
+                "completion_tokens": 1,
+                "status": "200",
+            }
+        )
+    rows.append(
+        {
+            "ts": "2026-12-01T00:00:00Z",
+            "model": "a",
+            "tenant": "t1",
+            "prompt_tokens": 7,
+            "completion_tokens": 1,
+            "status": "ok",
+        }
+    )  # next month: left out, and counted as such
     return _write(tmp_path / "known.jsonl", rows)
 
 
@@ -55,8 +79,15 @@ def test_exact_percentiles_and_totals(tmp_path: Path) -> None:
 
 
 def test_duplicate_request_ids_count_once(tmp_path: Path) -> None:
-    row = {"ts": "2026-11-05T00:00:00Z", "model": "a", "tenant": "t", "prompt_tokens": 5, "completion_tokens": 1,
-           "status": "ok", "request_id": "r-1"}
+    row = {
+        "ts": "2026-11-05T00:00:00Z",
+        "model": "a",
+        "tenant": "t",
+        "prompt_tokens": 5,
+        "completion_tokens": 1,
+        "status": "ok",
+        "request_id": "r-1",
+    }
     first = _write(tmp_path / "one.jsonl", [row, {**row, "request_id": "r-2"}])
     again = _write(tmp_path / "two.jsonl", [row])
     usage = aggregate_records(connect(), [first, again], NOV)
@@ -64,21 +95,42 @@ def test_duplicate_request_ids_count_once(tmp_path: Path) -> None:
 
 
 def test_missing_column_names_file_and_column(tmp_path: Path) -> None:
-    bad = _write(tmp_path / "bad.jsonl", [{"ts": "2026-11-05T00:00:00Z", "model": "a", "prompt_tokens": 1,
-                                           "completion_tokens": 1, "status": "ok"}])
+    bad = _write(
+        tmp_path / "bad.jsonl",
+        [{"ts": "2026-11-05T00:00:00Z", "model": "a", "prompt_tokens": 1, "completion_tokens": 1, "status": "ok"}],
+    )
     with pytest.raises(UsageError, match=r"bad.jsonl: request records lack column\(s\) tenant"):
         aggregate_records(connect(), [bad], NOV)
 
 
 def test_litellm_spend_log_adapter(tmp_path: Path) -> None:
     rows = [
-        {"request_id": "x1", "startTime": "2026-11-02T10:00:00.000Z", "completionStartTime": "2026-11-02T10:00:00.250Z",
-         "model": "hosted_vllm/qwen", "model_group": "qwen3-5", "team_id": "muni-researchers", "user": "",
-         "prompt_tokens": 1200, "completion_tokens": 80, "spend": 0.0, "status": "success",
-         "metadata": json.dumps({"usage_object": {"prompt_tokens_details": {"cached_tokens": 1000}}})},
-        {"request_id": "x2", "startTime": "2026-11-02T11:00:00Z", "model": "qwen3-5", "model_group": "",
-         "team_id": None, "user": "alice", "prompt_tokens": 300, "completion_tokens": 20, "status": "failure",
-         "metadata": "{}"},
+        {
+            "request_id": "x1",
+            "startTime": "2026-11-02T10:00:00.000Z",
+            "completionStartTime": "2026-11-02T10:00:00.250Z",
+            "model": "hosted_vllm/qwen",
+            "model_group": "qwen3-5",
+            "team_id": "muni-researchers",
+            "user": "",
+            "prompt_tokens": 1200,
+            "completion_tokens": 80,
+            "spend": 0.0,
+            "status": "success",
+            "metadata": json.dumps({"usage_object": {"prompt_tokens_details": {"cached_tokens": 1000}}}),
+        },
+        {
+            "request_id": "x2",
+            "startTime": "2026-11-02T11:00:00Z",
+            "model": "qwen3-5",
+            "model_group": "",
+            "team_id": None,
+            "user": "alice",
+            "prompt_tokens": 300,
+            "completion_tokens": 20,
+            "status": "failure",
+            "metadata": "{}",
+        },
     ]
     usage = aggregate_records(connect(), [_write(tmp_path / "spend.jsonl", rows)], NOV)
     assert usage is not None
@@ -102,11 +154,20 @@ _row = st.tuples(
 def test_aggregates_match_a_plain_python_reference(tmp_path: Path, rows: list[tuple[str, str, int, int, int]]) -> None:
     """Exact nearest-rank percentiles (per-length counts below tally.DENSE, sorted values above), sums, minute
     peaks and days, read through DuckDB (JSON Lines)."""
-    path = _write(tmp_path / "h.jsonl", [
-        {"ts": f"{NOV.start + timedelta(minutes=minute, seconds=7):%Y-%m-%dT%H:%M:%SZ}", "model": m, "tenant": t,
-         "prompt_tokens": plen, "completion_tokens": out, "status": "ok"}
-        for m, t, plen, minute, out in rows
-    ])
+    path = _write(
+        tmp_path / "h.jsonl",
+        [
+            {
+                "ts": f"{NOV.start + timedelta(minutes=minute, seconds=7):%Y-%m-%dT%H:%M:%SZ}",
+                "model": m,
+                "tenant": t,
+                "prompt_tokens": plen,
+                "completion_tokens": out,
+                "status": "ok",
+            }
+            for m, t, plen, minute, out in rows
+        ],
+    )
     usage = aggregate_records(connect(), [path], NOV)
     assert usage is not None
 
@@ -137,8 +198,17 @@ def test_nearest_rank_for_every_request_count_up_to_120(tmp_path: Path) -> None:
     rows: list[dict[str, object]] = []
     for n in range(1, 121):
         lengths = [(i * 7919) % 200_003 for i in range(1, n + 1)]  # distinct, unsorted, 7919 .. 200,002
-        rows += [{"ts": "2026-11-03T10:00:00Z", "model": f"n{n:03d}", "tenant": "t", "prompt_tokens": x,
-                  "completion_tokens": 1, "status": "ok"} for x in lengths]
+        rows += [
+            {
+                "ts": "2026-11-03T10:00:00Z",
+                "model": f"n{n:03d}",
+                "tenant": "t",
+                "prompt_tokens": x,
+                "completion_tokens": 1,
+                "status": "ok",
+            }
+            for x in lengths
+        ]
     usage = aggregate_records(connect(), [_write(tmp_path / "ranks.jsonl", rows)], NOV)
     assert usage is not None
     for n in range(1, 121):

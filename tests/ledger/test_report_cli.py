@@ -25,17 +25,32 @@ TENANTS = ["ceitec-structural", "muni-researchers"]
 def _keys(tmp_path: Path) -> tuple[Path, Path]:
     key = Ed25519PrivateKey.generate()
     private, public = tmp_path / "report.key", tmp_path / "report.pub"
-    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
+    private.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     private.chmod(0o600)  # the federation's key loader refuses a private key others can read
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    public.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     return private, public
 
 
 def _report(site: Path, records: Path, out: Path, key: Path) -> int:
-    return main(["report", "--site-repo", str(site), "--month", "2026-10", "--requests", str(records),
-                 "--out", str(out), "--sign-key", str(key)])
+    return main(
+        [
+            "report",
+            "--site-repo",
+            str(site),
+            "--month",
+            "2026-10",
+            "--requests",
+            str(records),
+            "--out",
+            str(out),
+            "--sign-key",
+            str(key),
+        ]
+    )
 
 
 @pytest.fixture
@@ -101,8 +116,22 @@ def test_same_inputs_give_the_same_report(site_repo: Path, october: Path, tmp_pa
 
 def test_missing_arguments_are_a_usage_error(site_repo: Path) -> None:
     assert main(["report", "--site-repo", str(site_repo), "--month", "2026-10"]) == 2
-    assert main(["report", "--site-repo", str(site_repo), "--month", "2026-13", "--out", "x",
-                 "--prometheus", "http://127.0.0.1:1"]) == 2
+    assert (
+        main(
+            [
+                "report",
+                "--site-repo",
+                str(site_repo),
+                "--month",
+                "2026-13",
+                "--out",
+                "x",
+                "--prometheus",
+                "http://127.0.0.1:1",
+            ]
+        )
+        == 2
+    )
 
 
 def test_exporter_metrics_pass_promtool(site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,8 +140,19 @@ def test_exporter_metrics_pass_promtool(site_repo: Path, tmp_path: Path, capsys:
         pytest.skip("promtool (Debian package prometheus) is not installed")
     now = datetime.now(UTC)
     records = tmp_path / "now.jsonl"
-    records.write_text(json.dumps({"ts": f"{now:%Y-%m-01T00:00:00Z}", "model": "qwen3-5", "tenant": "muni-researchers",
-                                   "prompt_tokens": 1000, "completion_tokens": 50, "status": "ok"}) + "\n")
+    records.write_text(
+        json.dumps(
+            {
+                "ts": f"{now:%Y-%m-01T00:00:00Z}",
+                "model": "qwen3-5",
+                "tenant": "muni-researchers",
+                "prompt_tokens": 1000,
+                "completion_tokens": 50,
+                "status": "ok",
+            }
+        )
+        + "\n"
+    )
     assert main(["exporter", "--site-repo", str(site_repo), "--requests", str(records), "--once"]) == 0
     text = capsys.readouterr().out
     assert 'fabric_pool_gpus{gpu_model="b200",owner="cerit-sc",site="brno",status="active",tier="full"} 8.0' in text

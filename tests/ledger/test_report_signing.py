@@ -33,8 +33,20 @@ def federation(site_repo: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _report(site: Path, records: Path, out: Path, *extra: str) -> int:
-    return main(["report", "--site-repo", str(site), "--month", "2026-10", "--requests", str(records),
-                 "--out", str(out), *extra])
+    return main(
+        [
+            "report",
+            "--site-repo",
+            str(site),
+            "--month",
+            "2026-10",
+            "--requests",
+            str(records),
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
 
 
 def _resign(out: Path, key: Ed25519PrivateKey) -> None:
@@ -43,9 +55,12 @@ def _resign(out: Path, key: Ed25519PrivateKey) -> None:
     body = {k: v for k, v in manifest.items() if k != "signature"}
     public = key.public_key()
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    manifest["signature"] = {"algorithm": "ed25519", "key_id": key_id(public),
-                             "public_key": base64.b64encode(raw).decode(),
-                             "value": base64.b64encode(key.sign(_canonical(body))).decode()}
+    manifest["signature"] = {
+        "algorithm": "ed25519",
+        "key_id": key_id(public),
+        "public_key": base64.b64encode(raw).decode(),
+        "value": base64.b64encode(key.sign(_canonical(body))).decode(),
+    }
     (out / MANIFEST).write_text(json.dumps(manifest))
 
 
@@ -95,7 +110,10 @@ def test_a_swapped_key_block_is_refused(site_repo: Path, federation: str, record
 
 
 def test_unsigned_report_and_missing_keys(
-    site_repo: Path, records: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    site_repo: Path,
+    records: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv(KEY_ENV, str(tmp_path / "absent.key"))

@@ -33,16 +33,18 @@ def _rows(count: int, seed: int = 7) -> list[Row]:
         state = (state * 6364136223846793005 + 1442695040888963407) % 2**64
         r = state >> 11
         minute = r % (31 * 1440) - 600  # some before and after the month
-        rows.append({
-            "ts": NOV.start + timedelta(minutes=minute, seconds=r % 60),
-            "model": f"m{r % 3}",
-            "tenant": f"t{(r >> 8) % 7}",
-            "prompt_tokens": [5, 300, 4095, 4096, 4097, 70_000, 1_000_000][(r >> 16) % 7] + (r >> 20) % 50,
-            "completion_tokens": (r >> 24) % 900,
-            "cached_prompt_tokens": (r >> 30) % 200,
-            "ttft_ms": None if i % 11 == 0 else ((r >> 34) % 5000) / 7,
-            "status": ["ok", "error", "200", "Success", "503"][(r >> 40) % 5],
-        })
+        rows.append(
+            {
+                "ts": NOV.start + timedelta(minutes=minute, seconds=r % 60),
+                "model": f"m{r % 3}",
+                "tenant": f"t{(r >> 8) % 7}",
+                "prompt_tokens": [5, 300, 4095, 4096, 4097, 70_000, 1_000_000][(r >> 16) % 7] + (r >> 20) % 50,
+                "completion_tokens": (r >> 24) % 900,
+                "cached_prompt_tokens": (r >> 30) % 200,
+                "ttft_ms": None if i % 11 == 0 else ((r >> 34) % 5000) / 7,
+                "status": ["ok", "error", "200", "Success", "503"][(r >> 40) % 5],
+            }
+        )
     return rows
 
 
@@ -81,10 +83,13 @@ def _reference(rows: list[Row]) -> dict[str, object]:
 
 def _figures(result: RecordUsage) -> dict[str, object]:
     return {
-        "pairs": {k: (v.requests, v.failed, v.input, v.cached_input, v.output)
-                  for k, v in result.by_model_tenant.items()},
-        "percentiles": {**{k: f.prompt_percentiles for k, f in result.by_model.items()},
-                        **{k: f.prompt_percentiles for k, f in result.by_tenant.items()}},
+        "pairs": {
+            k: (v.requests, v.failed, v.input, v.cached_input, v.output) for k, v in result.by_model_tenant.items()
+        },
+        "percentiles": {
+            **{k: f.prompt_percentiles for k, f in result.by_model.items()},
+            **{k: f.prompt_percentiles for k, f in result.by_tenant.items()},
+        },
         "peaks": {k: f.peak_total_tokens_per_s for k, f in result.by_model.items()},
         "ttft": {k: f.mean_ttft_ms for k, f in result.by_model.items()},
         "outside": result.records_outside_month,
@@ -92,11 +97,21 @@ def _figures(result: RecordUsage) -> dict[str, object]:
 
 
 def _parquet(path: Path, rows: list[Row], row_group: int) -> Path:
-    table = pa.Table.from_pylist(rows, schema=pa.schema([
-        ("ts", pa.timestamp("ms")), ("model", pa.string()), ("tenant", pa.string()), ("prompt_tokens", pa.int32()),
-        ("completion_tokens", pa.int64()), ("cached_prompt_tokens", pa.int64()), ("ttft_ms", pa.float64()),
-        ("status", pa.string()),
-    ]))
+    table = pa.Table.from_pylist(
+        rows,
+        schema=pa.schema(
+            [
+                ("ts", pa.timestamp("ms")),
+                ("model", pa.string()),
+                ("tenant", pa.string()),
+                ("prompt_tokens", pa.int32()),
+                ("completion_tokens", pa.int64()),
+                ("cached_prompt_tokens", pa.int64()),
+                ("ttft_ms", pa.float64()),
+                ("status", pa.string()),
+            ]
+        ),
+    )
     pq.write_table(table, path, row_group_size=row_group)
     return path
 
@@ -132,15 +147,31 @@ def test_row_groups_with_other_names_and_orders_merge_by_name(tmp_path: Path) ->
     """Each row group's dictionary has its own names in its own order; tallies are merged by name."""
     start = datetime(2026, 11, 3, tzinfo=UTC)
     groups = [[("zeta", "t9"), ("alpha", "t1")], [("alpha", "t5"), ("mid", "t1")], [("mid", "t9"), ("zeta", "t5")]]
-    rows = [{"ts": start + timedelta(hours=g), "model": m, "tenant": t, "prompt_tokens": 10 * (g + 1),
-             "completion_tokens": 1, "cached_prompt_tokens": 0, "ttft_ms": 1.0, "status": "ok"}
-            for g, pairs in enumerate(groups) for m, t in pairs]
+    rows = [
+        {
+            "ts": start + timedelta(hours=g),
+            "model": m,
+            "tenant": t,
+            "prompt_tokens": 10 * (g + 1),
+            "completion_tokens": 1,
+            "cached_prompt_tokens": 0,
+            "ttft_ms": 1.0,
+            "status": "ok",
+        }
+        for g, pairs in enumerate(groups)
+        for m, t in pairs
+    ]
     result = aggregate_records(connect(), [_parquet(tmp_path / "g.parquet", rows, row_group=2)], NOV)
     assert result is not None
     assert list(result.by_model) == ["alpha", "mid", "zeta"]
     assert {k: v.input for k, v in result.by_model_tenant.items()} == {
-        ("alpha", "t1"): 10, ("alpha", "t5"): 20, ("mid", "t1"): 20, ("mid", "t9"): 30, ("zeta", "t5"): 30,
-        ("zeta", "t9"): 10}
+        ("alpha", "t1"): 10,
+        ("alpha", "t5"): 20,
+        ("mid", "t1"): 20,
+        ("mid", "t9"): 30,
+        ("zeta", "t5"): 30,
+        ("zeta", "t9"): 10,
+    }
     assert result.by_tenant["t1"].prompt_percentiles == {50: 10, 95: 20, 99: 20}
 
 
@@ -189,8 +220,11 @@ def test_tallies_with_their_own_registries_merge_by_name(tmp_path: Path) -> None
     for r in rows:
         r["ts"] = r["ts"].replace(tzinfo=None)  # type: ignore[attr-defined]
     rows[1200]["prompt_tokens"] = 30_000_000  # the third part's keys are 64-bit, the others' 32-bit
-    parts = [_tally_of(list(reversed(rows[:600])), tmp_path / "a.parquet"),
-             _tally_of(rows[600:1000], tmp_path / "b.parquet"), _tally_of(rows[1000:], tmp_path / "c.parquet")]
+    parts = [
+        _tally_of(list(reversed(rows[:600])), tmp_path / "a.parquet"),
+        _tally_of(rows[600:1000], tmp_path / "b.parquet"),
+        _tally_of(rows[1000:], tmp_path / "c.parquet"),
+    ]
     assert [p.long.shift for p in parts] == [24, 24, 32]
     assert parts[0].models.names != parts[1].models.names or parts[0].tenants.names != parts[1].tenants.names
     merged = tally.Tally.merge(parts)
@@ -204,8 +238,11 @@ def test_tallies_with_their_own_registries_merge_by_name(tmp_path: Path) -> None
 def test_missing_values(tmp_path: Path) -> None:
     """A missing prompt length counts 0 tokens and no length; a missing TTFT is left out of the mean."""
     base = {"ts": "2026-11-04T10:00:00Z", "model": "a", "tenant": "t", "completion_tokens": 1, "status": "ok"}
-    rows = [{**base, "prompt_tokens": 100, "ttft_ms": 10.0}, {**base, "prompt_tokens": None, "ttft_ms": None},
-            {**base, "prompt_tokens": 300, "ttft_ms": 30.0}]
+    rows = [
+        {**base, "prompt_tokens": 100, "ttft_ms": 10.0},
+        {**base, "prompt_tokens": None, "ttft_ms": None},
+        {**base, "prompt_tokens": 300, "ttft_ms": 30.0},
+    ]
     result = aggregate_records(connect(), [_jsonl(tmp_path / "m.jsonl", rows)], NOV)
     assert result is not None
     a = result.by_model["a"]
@@ -214,14 +251,25 @@ def test_missing_values(tmp_path: Path) -> None:
     assert a.mean_ttft_ms == 20.0
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("prompt_tokens", -3, r"prompt_tokens = -3 in a request record"),
-    ("completion_tokens", 2**31, r"completion_tokens = 2147483648"),
-    ("ttft_ms", 9e9, r"ttft_ms = 9000000000.0"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("prompt_tokens", -3, r"prompt_tokens = -3 in a request record"),
+        ("completion_tokens", 2**31, r"completion_tokens = 2147483648"),
+        ("ttft_ms", 9e9, r"ttft_ms = 9000000000.0"),
+    ],
+)
 def test_out_of_range_values_are_named(tmp_path: Path, field: str, value: object, message: str) -> None:
-    row: Row = {"ts": "2026-11-04T10:00:00Z", "model": "a", "tenant": "t", "prompt_tokens": 5,
-                "completion_tokens": 1, "ttft_ms": 1.0, "status": "ok", field: value}
+    row: Row = {
+        "ts": "2026-11-04T10:00:00Z",
+        "model": "a",
+        "tenant": "t",
+        "prompt_tokens": 5,
+        "completion_tokens": 1,
+        "ttft_ms": 1.0,
+        "status": "ok",
+        field: value,
+    }
     path = _jsonl(tmp_path / "bad.jsonl", [row])
     with pytest.raises(UsageError, match=message) as err:
         aggregate_records(connect(), [path], NOV)
@@ -229,8 +277,18 @@ def test_out_of_range_values_are_named(tmp_path: Path, field: str, value: object
 
 
 def test_a_record_without_a_model_is_an_error_naming_the_row_group(tmp_path: Path) -> None:
-    rows = [{"ts": datetime(2026, 11, 2), "model": None, "tenant": "t", "prompt_tokens": 1, "completion_tokens": 1,
-             "cached_prompt_tokens": 0, "ttft_ms": 1.0, "status": "ok"}]
+    rows = [
+        {
+            "ts": datetime(2026, 11, 2),
+            "model": None,
+            "tenant": "t",
+            "prompt_tokens": 1,
+            "completion_tokens": 1,
+            "cached_prompt_tokens": 0,
+            "ttft_ms": 1.0,
+            "status": "ok",
+        }
+    ]
     path = _parquet(tmp_path / "nomodel.parquet", rows, row_group=10)
     with pytest.raises(UsageError, match=r"nomodel.parquet \(row group 1 of 1\): 1 request record\(s\) have no model"):
         aggregate_records(connect(), [path], NOV)

@@ -32,15 +32,26 @@ def test_base_diff_over_history(site_repo: Path, capsys: pytest.CaptureFixture[s
     dep = site_repo / "deployments" / "deepseek-v3-2.yaml"
     _commit(site_repo, dep, dep.read_text().replace("replicas: 1", "replicas: 2"), "deepseek: 2 replicas")
     pol = site_repo / "policies" / "sovereignty.yaml"
-    _commit(site_repo, pol, pol.read_text().replace("external_fallback: false", "external_fallback: true", 1),
-            "allow external fallback for sensitive")
+    _commit(
+        site_repo,
+        pol,
+        pol.read_text().replace("external_fallback: false", "external_fallback: true", 1),
+        "allow external fallback for sensitive",
+    )
 
     rc, out = _plan(site_repo, "HEAD~3", capsys)
     assert rc == 3  # the policy change is refused
     diff = out["diff"]
     assert isinstance(diff, dict)
-    assert diff["replicas"] == [{"deployment": "deepseek-v3-2", "index": 1, "change": "added", "before": None,
-                                 "after": "dgx-b200-02 GPUs 0,1,2,3,4,5,6,7 (8xb200)"}]
+    assert diff["replicas"] == [
+        {
+            "deployment": "deepseek-v3-2",
+            "index": 1,
+            "change": "added",
+            "before": None,
+            "after": "dgx-b200-02 GPUs 0,1,2,3,4,5,6,7 (8xb200)",
+        }
+    ]
     cap = {c["deployment"]: c for c in diff["capacity"]}
     assert list(cap) == ["deepseek-v3-2"]
     assert cap["deepseek-v3-2"]["concurrency_p50_after"] == 2 * cap["deepseek-v3-2"]["concurrency_p50_before"]
@@ -52,15 +63,15 @@ def test_base_diff_over_history(site_repo: Path, capsys: pytest.CaptureFixture[s
     assert out["diff"]["replicas"] == [] and out["diff"]["capacity"] == []  # type: ignore[index]
 
     # reverting the policy: the review of the node + target change is clean
-    _commit(site_repo, pol, pol.read_text().replace("external_fallback: true", "external_fallback: false", 1),
-            "revert")
+    _commit(site_repo, pol, pol.read_text().replace("external_fallback: true", "external_fallback: false", 1), "revert")
     rc, out = _plan(site_repo, "HEAD~1", capsys)
     assert rc == 0
     assert [v["rule"] for v in out["diff"]["resolved_violations"]] == ["sovereignty.external-fallback"]  # type: ignore[index]
 
 
-def test_raised_target_beyond_capacity_is_a_shortfall_in_words(site_repo: Path, capsys: pytest.CaptureFixture[str]
-                                                                ) -> None:
+def test_raised_target_beyond_capacity_is_a_shortfall_in_words(
+    site_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     dep = site_repo / "deployments" / "kimi-k2-6.yaml"
     _commit(site_repo, dep, dep.read_text().replace("replicas: 1", "replicas: 3"), "kimi: 3 replicas")
     capsys.readouterr()

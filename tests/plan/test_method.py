@@ -28,7 +28,8 @@ def test_profiles_never_change_a_verdict(fed: SiteRepo) -> None:
     for dep in fed.deployments.values():
         for node in fed.nodes.values():
             direct = dep.recipe in ctx.recipes and not node_refusals(
-                fed, ctx.policies, dep, node, ctx.facts.get(dep.name), ctx.shares.get(node.owner))
+                fed, ctx.policies, dep, node, ctx.facts.get(dep.name), ctx.shares.get(node.owner)
+            )
             assert ctx.eligible(dep, node) == direct, (dep.name, node.name)
         for cls in classes:  # a node class is alike for every deployment
             assert len({ctx.eligible(dep, fed.nodes[n]) for n in cls.nodes}) == 1

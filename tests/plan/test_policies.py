@@ -33,8 +33,11 @@ def test_reference_site_satisfies_every_policy(site_repo: Path, capsys: pytest.C
 
 def test_external_fallback_for_sensitive_is_refused(site_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = site_repo / "policies" / "sovereignty.yaml"
-    _edit(policy, "    external_fallback: false\n    prompt_logging: false", "    external_fallback: true\n"
-          "    prompt_logging: false")
+    _edit(
+        policy,
+        "    external_fallback: false\n    prompt_logging: false",
+        "    external_fallback: true\n    prompt_logging: false",
+    )
     rc, report = _validate(site_repo, capsys)
     assert rc == 3
     violations = report["violations"]
@@ -51,9 +54,13 @@ def test_sensitive_deployment_pinned_abroad_has_no_eligible_node(
 ) -> None:
     site = make_site_repo()
     # a second site, in Germany, run by a commercial operator; the H200 node moves there
-    _edit(site / "fabric.yaml", "defaults:", "  frankfurt:\n    display_name: Colocation, Frankfurt\n"
-          "    jurisdiction: {country: DE, eu: true}\n    operator: {name: ColoCorp, federation_member: false}\n"
-          "    cluster: {name: fra}\ndefaults:")
+    _edit(
+        site / "fabric.yaml",
+        "defaults:",
+        "  frankfurt:\n    display_name: Colocation, Frankfurt\n"
+        "    jurisdiction: {country: DE, eu: true}\n    operator: {name: ColoCorp, federation_member: false}\n"
+        "    cluster: {name: fra}\ndefaults:",
+    )
     _edit(site / "nodes" / "hgx-h200-ceitec.yaml", "site: brno", "site: frankfurt")
     rc, report = _validate(site, capsys)
     assert rc == 3

@@ -41,24 +41,40 @@ SITES = {  # name -> (country, eu, federation member)
     "zurich": ("CH", False, True),
 }
 GPUS = {"h200": ("NVIDIA H200", 143771, "9.0"), "b200": ("NVIDIA B200", 183359, "10.0")}
-MODELS = [("qwen3-5-122b", "qwen3.5-122b", "fp8", 2), ("gpt-oss-120b", "gpt-oss-120b", "mxfp4", 1),
-          ("mistral-small-4", "mistral-small-4", "fp8", 1)]
+MODELS = [
+    ("qwen3-5-122b", "qwen3.5-122b", "fp8", 2),
+    ("gpt-oss-120b", "gpt-oss-120b", "mxfp4", 1),
+    ("mistral-small-4", "mistral-small-4", "fp8", 1),
+]
 CLASSES = ["public", "internal", "sensitive"]
-RULES = PolicySet(sovereignty={
-    "public": SovereigntyRule(external_fallback=True),
-    "internal": SovereigntyRule(eu_only=True),
-    "sensitive": SovereigntyRule(jurisdictions=["CZ"], eu_only=True, federation_operators_only=True,
-                                 prompt_logging=False),
-})
+RULES = PolicySet(
+    sovereignty={
+        "public": SovereigntyRule(external_fallback=True),
+        "internal": SovereigntyRule(eu_only=True),
+        "sensitive": SovereigntyRule(
+            jurisdictions=["CZ"], eu_only=True, federation_operators_only=True, prompt_logging=False
+        ),
+    }
+)
 
 
 def _node(i: int, site: str, owner: str, gpu: str, count: int, tier: str) -> NodeManifest:
     product, mib, cc = GPUS[gpu]
     return NodeManifest(
-        name=f"n{i}", site=site, owner=owner, tier=tier,  # type: ignore[arg-type]
+        name=f"n{i}",
+        site=site,
+        owner=owner,
+        tier=tier,  # type: ignore[arg-type]
         enrolled_at=datetime(2026, 10, 1, tzinfo=UTC),
-        gpus=GpuInventory(catalog_id=gpu, product=product, count=count, memory_mib=mib, compute_capability=cc,
-                          interconnect="nvswitch", driver_version="580.82.07"),
+        gpus=GpuInventory(
+            catalog_id=gpu,
+            product=product,
+            count=count,
+            memory_mib=mib,
+            compute_capability=cc,
+            interconnect="nvswitch",
+            driver_version="580.82.07",
+        ),
     )
 
 
@@ -67,9 +83,14 @@ def federations(draw: st.DrawFn) -> SiteRepo:
     owners = ["t0", "t1", "t2"]
     nodes = {}
     for i in range(draw(st.integers(1, 5))):
-        node = _node(i, draw(st.sampled_from(sorted(SITES))), draw(st.sampled_from(owners)),
-                     draw(st.sampled_from(sorted(GPUS))), draw(st.sampled_from([4, 8])),
-                     draw(st.sampled_from(["full", "full", "limited"])))
+        node = _node(
+            i,
+            draw(st.sampled_from(sorted(SITES))),
+            draw(st.sampled_from(owners)),
+            draw(st.sampled_from(sorted(GPUS))),
+            draw(st.sampled_from([4, 8])),
+            draw(st.sampled_from(["full", "full", "limited"])),
+        )
         nodes[node.name] = node
     contributed = Counter[str]()
     for n in nodes.values():
@@ -78,24 +99,45 @@ def federations(draw: st.DrawFn) -> SiteRepo:
     deployments = {}
     for name, recipe, quant, tp in draw(st.lists(st.sampled_from(MODELS), min_size=1, max_size=3, unique=True)):
         deployments[name] = Deployment(
-            name=name, recipe=recipe, quantization=quant, tensor_parallel_size=tp,
-            replicas=draw(st.integers(1, 3)), max_model_len=32768,
+            name=name,
+            recipe=recipe,
+            quantization=quant,
+            tensor_parallel_size=tp,
+            replicas=draw(st.integers(1, 3)),
+            max_model_len=32768,
             data_classes=draw(st.lists(st.sampled_from(CLASSES), min_size=1, max_size=2, unique=True)),
             dedicated_for=draw(st.sampled_from([None, None, *owners])),
         )
     for owner in owners:
         gpus = draw(st.integers(0, contributed[owner]))
-        tenants[owner] = Tenant(name=owner, display_name=owner, contributor=True, data_classes=CLASSES,
-                                dedicated=Dedicated(gpus=gpus) if gpus or draw(st.booleans()) else None)
+        tenants[owner] = Tenant(
+            name=owner,
+            display_name=owner,
+            contributor=True,
+            data_classes=CLASSES,
+            dedicated=Dedicated(gpus=gpus) if gpus or draw(st.booleans()) else None,
+        )
     config = FabricConfig(
         federation=Federation(name="random", display_name="random"),
         data_classes={c: DataClass(description=c, rank=i) for i, c in enumerate(CLASSES)},
-        sites={s: SiteSpec(display_name=s, jurisdiction=Jurisdiction(country=c, eu=eu),
-                           operator=Operator(name=s, federation_member=m), cluster=Cluster(name=s))
-               for s, (c, eu, m) in SITES.items()},
+        sites={
+            s: SiteSpec(
+                display_name=s,
+                jurisdiction=Jurisdiction(country=c, eu=eu),
+                operator=Operator(name=s, federation_member=m),
+                cluster=Cluster(name=s),
+            )
+            for s, (c, eu, m) in SITES.items()
+        },
     )
-    return SiteRepo(root=Path("/nonexistent"), config=config, nodes=nodes, tenants=tenants,
-                    deployments=deployments, site_policies={"rules": RULES})
+    return SiteRepo(
+        root=Path("/nonexistent"),
+        config=config,
+        nodes=nodes,
+        tenants=tenants,
+        deployments=deployments,
+        site_policies={"rules": RULES},
+    )
 
 
 def _allowed(site: str, data_class: str) -> bool:

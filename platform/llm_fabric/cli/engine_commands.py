@@ -36,7 +36,9 @@ _ROWS = [
 
 
 _max_num_seqs_option = click.option(
-    "--max-num-seqs", type=int, default=None,
+    "--max-num-seqs",
+    type=int,
+    default=None,
     help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
 )
 
@@ -50,9 +52,11 @@ def _fmt(value: object) -> str:
 
 
 def _print_estimate(est: CapacityEstimate) -> None:
-    title = (f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}, "
-             f"TP {est.tensor_parallel_size} = {est.replicas} replica(s); context {est.context_tokens:,}, "
-             f"{est.users:,} user(s)")
+    title = (
+        f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}, "
+        f"TP {est.tensor_parallel_size} = {est.replicas} replica(s); context {est.context_tokens:,}, "
+        f"{est.users:,} user(s)"
+    )
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -75,14 +79,32 @@ def _print_estimate(est: CapacityEstimate) -> None:
 @click.option("--users", type=int, default=1, show_default=True, help="Concurrent sessions.")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @_max_num_seqs_option
-@click.option("-C", "--site-repo", "site_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              metavar="DIR", help="Instead: the capacity of every deployment of this site repo.")
+@click.option(
+    "-C",
+    "--site-repo",
+    "site_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Instead: the capacity of every deployment of this site repo.",
+)
 @click.option("--site", "legacy_site_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
-def capacity_command(model: str | None, gpu_id: str | None, count: int | None, tp: int | None,
-                     quantization: str | None, kv_dtype: str | None, context: int, users: int,
-                     gpu_memory_utilization: float, max_num_seqs: int | None, site_dir: Path | None,
-                     legacy_site_dir: Path | None, as_json: bool) -> int:
+def capacity_command(
+    model: str | None,
+    gpu_id: str | None,
+    count: int | None,
+    tp: int | None,
+    quantization: str | None,
+    kv_dtype: str | None,
+    context: int,
+    users: int,
+    gpu_memory_utilization: float,
+    max_num_seqs: int | None,
+    site_dir: Path | None,
+    legacy_site_dir: Path | None,
+    as_json: bool,
+) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
 
     \b
@@ -93,8 +115,9 @@ def capacity_command(model: str | None, gpu_id: str | None, count: int | None, t
     """
     if legacy_site_dir is not None:
         # `--site` names a site id everywhere else (enroll, render); here it was the repo folder
-        click.echo(f"note: `capacity --site DIR` is deprecated (next release removes it); use `-C {legacy_site_dir}`",
-                   err=True)
+        click.echo(
+            f"note: `capacity --site DIR` is deprecated (next release removes it); use `-C {legacy_site_dir}`", err=True
+        )
         site_dir = site_dir or legacy_site_dir
     if site_dir is not None:
         return _site(site_dir, as_json)
@@ -104,9 +127,18 @@ def capacity_command(model: str | None, gpu_id: str | None, count: int | None, t
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
-    est = estimate(get_recipe(model), load_gpu_catalog().get(gpu_id), count, tensor_parallel_size=tp,
-                   quantization=quantization, kv_cache_dtype=kv_dtype, context_tokens=context, users=users,
-                   gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs)
+    est = estimate(
+        get_recipe(model),
+        load_gpu_catalog().get(gpu_id),
+        count,
+        tensor_parallel_size=tp,
+        quantization=quantization,
+        kv_cache_dtype=kv_dtype,
+        context_tokens=context,
+        users=users,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+    )
     if as_json:
         print_json(est.as_dict())
     else:
@@ -129,9 +161,17 @@ def _site(site_dir: Path, as_json: bool) -> int:
         e = r.estimate
         # when --max-num-seqs is the limit, the KV pool's own figure follows in brackets
         sessions = f"{e.max_concurrency:,}" + (f" (KV {e.kv_sessions:,})" if e.kv_sessions > e.max_concurrency else "")
-        table.add_row(r.deployment, f"{e.count}x{e.gpu}", e.quantization, f"{e.context_tokens:,}",
-                      _fmt(e.weights_gb), _fmt(e.kv_pool_gb), sessions,
-                      _fmt(e.decode_tokens_per_s_single), "yes" if e.fits else f"no: {e.reason}")
+        table.add_row(
+            r.deployment,
+            f"{e.count}x{e.gpu}",
+            e.quantization,
+            f"{e.context_tokens:,}",
+            _fmt(e.weights_gb),
+            _fmt(e.kv_pool_gb),
+            sessions,
+            _fmt(e.decode_tokens_per_s_single),
+            "yes" if e.fits else f"no: {e.reason}",
+        )
     # wider than a pipe's default 80 columns: the figures must not be cut
     Console(width=max(console.width, 120), highlight=False).print(table)
     return 0 if all(r.estimate.fits for r in rows) else 3
@@ -149,9 +189,19 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @_max_num_seqs_option
 @click.option("--priority", is_flag=True, help="Priority scheduling (dedicated allocations).")
 @click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
-def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, quantization: str | None,
-                        kv_dtype: str | None, max_model_len: int | None, gpu_memory_utilization: float,
-                        max_num_seqs: int | None, priority: bool, as_json: bool) -> None:
+def engine_args_command(
+    model: str,
+    gpu_id: str,
+    count: int,
+    tp: int | None,
+    quantization: str | None,
+    kv_dtype: str | None,
+    max_model_len: int | None,
+    gpu_memory_utilization: float,
+    max_num_seqs: int | None,
+    priority: bool,
+    as_json: bool,
+) -> None:
     """Print the `vllm serve` command and environment for a recipe on a GPU model.
 
     \b
@@ -167,13 +217,26 @@ def engine_args_command(model: str, gpu_id: str, count: int, tp: int | None, qua
     recipe = get_recipe(model)
     gpu = load_gpu_catalog().get(gpu_id)
     if tp is None:
-        tp = estimate(recipe, gpu, count, quantization=quantization, kv_cache_dtype=kv_dtype,
-                      context_tokens=max_model_len or recipe.architecture.max_context,
-                      gpu_memory_utilization=gpu_memory_utilization).tensor_parallel_size
-    cmd = engine_command(recipe, gpu=gpu, tensor_parallel_size=tp, quantization=quantization,
-                         kv_cache_dtype=kv_dtype, max_model_len=max_model_len,
-                         gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                         priority_scheduling=priority)
+        tp = estimate(
+            recipe,
+            gpu,
+            count,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            context_tokens=max_model_len or recipe.architecture.max_context,
+            gpu_memory_utilization=gpu_memory_utilization,
+        ).tensor_parallel_size
+    cmd = engine_command(
+        recipe,
+        gpu=gpu,
+        tensor_parallel_size=tp,
+        quantization=quantization,
+        kv_cache_dtype=kv_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        priority_scheduling=priority,
+    )
     if as_json:
         print_json(cmd.as_dict())
         return

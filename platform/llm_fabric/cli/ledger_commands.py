@@ -74,8 +74,10 @@ def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict
     if site_repo is not None:
         keys.update(load_public_keys(site_repo))
         if not keys:
-            raise UsageError(f"{site_repo / 'keys'} holds no Ed25519 public key (*.pub)",
-                             hint="run `fabric keys init --site-repo DIR`, or give --public-key FILE")
+            raise UsageError(
+                f"{site_repo / 'keys'} holds no Ed25519 public key (*.pub)",
+                hint="run `fabric keys init --site-repo DIR`, or give --public-key FILE",
+            )
         sources.append(f"{site_repo / 'keys'}")
     if public_key is not None:
         key = load_public_key(public_key)
@@ -87,10 +89,16 @@ def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict
 _common = [
     site_repo_option(),
     click.option("--prometheus", metavar="URL", help="Prometheus holding the engines' vLLM metrics."),
-    click.option("--requests", "requests", multiple=True, type=_files,
-                 help="Request records (.jsonl/.parquet/.csv); repeatable."),
-    click.option("--requests-format", type=click.Choice(["auto", "fabric", "litellm"]), default="auto",
-                 show_default=True, help="Record schema: the fabric's, or a LiteLLM spend-log export."),
+    click.option(
+        "--requests", "requests", multiple=True, type=_files, help="Request records (.jsonl/.parquet/.csv); repeatable."
+    ),
+    click.option(
+        "--requests-format",
+        type=click.Choice(["auto", "fabric", "litellm"]),
+        default="auto",
+        show_default=True,
+        help="Record schema: the fabric's, or a LiteLLM spend-log export.",
+    ),
     click.option("--plan", "plan", type=_files, help="Plan document (`fabric plan -o FILE`): replica -> node owner."),
 ]
 
@@ -105,13 +113,25 @@ def _with_common(func: Any) -> Any:
 @_with_common
 @click.option("--month", metavar="YYYY-MM", help="The month to report (UTC).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Folder for the report files.")
-@click.option("--sign-key", type=_files,
-              help="Ed25519 private key (PEM, mode 0600) that signs the manifest; default: the federation key.")
+@click.option(
+    "--sign-key",
+    type=_files,
+    help="Ed25519 private key (PEM, mode 0600) that signs the manifest; default: the federation key.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.pass_context
-def report_command(ctx: click.Context, site_repo: Path, prometheus: str | None, requests: tuple[Path, ...],
-                   requests_format: str, plan: Path | None, month: str | None, out: Path | None,
-                   sign_key: Path | None, as_json: bool) -> None:
+def report_command(
+    ctx: click.Context,
+    site_repo: Path,
+    prometheus: str | None,
+    requests: tuple[Path, ...],
+    requests_format: str,
+    plan: Path | None,
+    month: str | None,
+    out: Path | None,
+    sign_key: Path | None,
+    as_json: bool,
+) -> None:
     """Publish the month's usage report: Markdown, HTML with charts, JSON, CSVs, signed manifest.
 
     \b
@@ -165,13 +185,18 @@ def report_command(ctx: click.Context, site_repo: Path, prometheus: str | None, 
 
 @report_command.command("verify")
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--site-repo", "trust_repo", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Trust the federation's public keys in DIR/keys/: the report must be signed by one of them.")
+@click.option(
+    "--site-repo",
+    "trust_repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Trust the federation's public keys in DIR/keys/: the report must be signed by one of them.",
+)
 @click.option("--public-key", type=_files, help="Trust this Ed25519 public key (PEM): the report must be signed by it.")
 @click.option("--require-signature", is_flag=True, help="Refuse an unsigned manifest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify_command(out: Path, trust_repo: Path | None, public_key: Path | None, require_signature: bool,
-                   as_json: bool) -> None:
+def verify_command(
+    out: Path, trust_repo: Path | None, public_key: Path | None, require_signature: bool, as_json: bool
+) -> None:
     """Check a report folder against its manifest and its signer: exit 0 if intact, 3 on any mismatch.
 
     With --site-repo or --public-key the signer must be a trusted key (authenticity). With neither,
@@ -189,12 +214,22 @@ def verify_command(out: Path, trust_repo: Path | None, public_key: Path | None, 
     result = verify(out, trusted)
     if require_signature and not result.signed:
         raise PolicyRefusal(f"report {out} is intact but not signed", hint="re-run `fabric report` with a signing key")
-    integrity_only = "integrity only: no trusted key given (--site-repo DIR or --public-key FILE), so the signer " \
-                     "is not checked; anyone who edits the files can re-sign them with a key of their own"
+    integrity_only = (
+        "integrity only: no trusted key given (--site-repo DIR or --public-key FILE), so the signer "
+        "is not checked; anyone who edits the files can re-sign them with a key of their own"
+    )
     if as_json:
-        print_json({"files": result.files, "signed": result.signed, "key_id": result.key_id, "ok": True,
-                    "authenticated": result.authenticated, "trusted_keys_from": trusted_from or None,
-                    "note": None if result.authenticated else integrity_only})
+        print_json(
+            {
+                "files": result.files,
+                "signed": result.signed,
+                "key_id": result.key_id,
+                "ok": True,
+                "authenticated": result.authenticated,
+                "trusted_keys_from": trusted_from or None,
+                "note": None if result.authenticated else integrity_only,
+            }
+        )
         return
     if result.authenticated:
         how = f"signed by key {result.key_id}, a trusted key (from {trusted_from})"
@@ -213,8 +248,17 @@ def verify_command(out: Path, trust_repo: Path | None, public_key: Path | None, 
 @click.option("--address", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--refresh", type=float, default=60.0, show_default=True, help="Seconds between recomputing the books.")
 @click.option("--once", is_flag=True, help="Print the metrics once (text format) and exit.")
-def exporter_command(site_repo: Path, prometheus: str | None, requests: tuple[Path, ...], requests_format: str,
-                     plan: Path | None, port: int, address: str, refresh: float, once: bool) -> None:
+def exporter_command(
+    site_repo: Path,
+    prometheus: str | None,
+    requests: tuple[Path, ...],
+    requests_format: str,
+    plan: Path | None,
+    port: int,
+    address: str,
+    refresh: float,
+    once: bool,
+) -> None:
     """Serve pool and month-to-date ledger figures for Prometheus (prometheus-client).
 
     \b

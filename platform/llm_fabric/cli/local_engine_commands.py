@@ -55,8 +55,9 @@ def tiny_model_command(directory: Path, seed: int) -> None:
 @click.option("--timeout", type=float, default=240, show_default=True, help="Seconds to wait for /health.")
 @click.option("--smoke", is_flag=True, help="Send one request, print it, stop (a contributor's smoke test).")
 @click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1 (default: a free one).")
-def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, timeout: float, smoke: bool,
-                port: int | None) -> None:
+def run_command(
+    recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, timeout: float, smoke: bool, port: int | None
+) -> None:
     """Start vLLM on 127.0.0.1 from a recipe's engine args, with the tiny model standing in on a CPU.
 
     The recipe's args for --gpu are adapted to the CPU (see docs/engine.md); the loop guard is loaded.
@@ -77,8 +78,9 @@ def run_command(recipe_id: str, local: bool, gpu_id: str, run_dir: Path | None, 
     try:
         command = engine_command(recipe, gpu=gpu, tensor_parallel_size=max(recipe.tensor_parallel_sizes))
     except PolicyRefusal as exc:
-        raise UsageError(f"{recipe.id} has no engine args on {gpu.id}: {exc.message}",
-                         hint="pick another --gpu") from exc
+        raise UsageError(
+            f"{recipe.id} has no engine args on {gpu.id}: {exc.message}", hint="pick another --gpu"
+        ) from exc
     folder = run_dir or Path(tempfile.mkdtemp(prefix=f"fabric-engine-{recipe.id}-"))
     model = build_tiny_model(folder / "tiny-model")
     args = cpu_stand_in_args(command.args, served_name=recipe.id)  # the loop guard comes with the recipe's args
@@ -107,13 +109,16 @@ def _smoke(base_url: str, model: str) -> None:
     import urllib.request
 
     body = json.dumps({"model": model, "prompt": "Hello", "max_tokens": 16, "temperature": 0}).encode()
-    request = urllib.request.Request(base_url + "/v1/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        base_url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         answer = json.loads(response.read())
     usage = answer["usage"]
-    console.print(f"smoke request: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
-                  f"finish {answer['choices'][0]['finish_reason']}")
+    console.print(
+        f"smoke request: {usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
+        f"finish {answer['choices'][0]['finish_reason']}"
+    )
 
 
 @engine_group.command("burst")
@@ -128,12 +133,28 @@ def _smoke(base_url: str, model: str) -> None:
 @click.option("--tenant", "tenants", multiple=True, default=["demo"], show_default=True, help="Repeat for several.")
 @click.option("--concurrency", type=click.IntRange(1, 64), default=4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--records", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="JSON Lines request records to write (the `fabric report --requests` schema).")
+@click.option(
+    "--records",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="JSON Lines request records to write (the `fabric report --requests` schema).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON.")
-def burst_command(url: str, served_model: str, deployment: str | None, count: int, p50: int, p95: int,
-                  max_prompt_tokens: int, max_output_tokens: int, tenants: tuple[str, ...], concurrency: int,
-                  seed: int, records: Path, as_json: bool) -> None:
+def burst_command(
+    url: str,
+    served_model: str,
+    deployment: str | None,
+    count: int,
+    p50: int,
+    p95: int,
+    max_prompt_tokens: int,
+    max_output_tokens: int,
+    tenants: tuple[str, ...],
+    concurrency: int,
+    seed: int,
+    records: Path,
+    as_json: bool,
+) -> None:
     """Send a known burst of completions to a running engine and write its request records.
 
     Prompt lengths follow a log-normal with the given p50/p95 (see docs/engine.md); outputs are
@@ -144,22 +165,37 @@ def burst_command(url: str, served_model: str, deployment: str | None, count: in
       fabric engine burst --url http://127.0.0.1:8000 --model qwen3.5 --deployment qwen3-5 \\
         --requests 20 --tenant cerit-sc --tenant muni-researchers --records requests.jsonl
     """
-    planned = plan_burst(count, p50=p50, p95=p95, tenants=tenants, max_prompt_tokens=max_prompt_tokens,
-                         max_output_tokens=max_output_tokens, seed=seed)
-    sent = send_burst(url.rstrip("/"), served_model, planned, deployment=deployment or served_model,
-                      concurrency=concurrency)
+    planned = plan_burst(
+        count,
+        p50=p50,
+        p95=p95,
+        tenants=tenants,
+        max_prompt_tokens=max_prompt_tokens,
+        max_output_tokens=max_output_tokens,
+        seed=seed,
+    )
+    sent = send_burst(
+        url.rstrip("/"), served_model, planned, deployment=deployment or served_model, concurrency=concurrency
+    )
     write_records(records, sent)
     prompts = [int(r["prompt_tokens"]) for r in sent]
-    totals = {"requests": len(sent), "prompt_tokens": sum(prompts),
-              "completion_tokens": sum(int(r["completion_tokens"]) for r in sent),
-              "prompt_p50": nearest_rank(prompts, 50), "prompt_p95": nearest_rank(prompts, 95),
-              "records": str(records)}
+    totals = {
+        "requests": len(sent),
+        "prompt_tokens": sum(prompts),
+        "completion_tokens": sum(int(r["completion_tokens"]) for r in sent),
+        "prompt_p50": nearest_rank(prompts, 50),
+        "prompt_p95": nearest_rank(prompts, 95),
+        "records": str(records),
+    }
     if as_json:
         print_json(totals)
         return
-    console.print(f"sent {totals['requests']} requests to {url}: {totals['prompt_tokens']} prompt + "
-                  f"{totals['completion_tokens']} completion tokens, prompt p50 {totals['prompt_p50']} / "
-                  f"p95 {totals['prompt_p95']}; records in {records}", markup=False)
+    console.print(
+        f"sent {totals['requests']} requests to {url}: {totals['prompt_tokens']} prompt + "
+        f"{totals['completion_tokens']} completion tokens, prompt p50 {totals['prompt_p50']} / "
+        f"p95 {totals['prompt_p95']}; records in {records}",
+        markup=False,
+    )
 
 
 @engine_group.command("check-args")
@@ -179,13 +215,20 @@ def check_args_command(as_json: bool) -> int:
     verdicts = check_with_vllm(cases)
     failing = [v for v in verdicts if not v.ok]
     if as_json:
-        print_json({"checked": len(verdicts), "refused_by_kernel_matrix": len(refused),
-                    "failing": [{"label": v.label, "problems": v.problems} for v in failing]})
+        print_json(
+            {
+                "checked": len(verdicts),
+                "refused_by_kernel_matrix": len(refused),
+                "failing": [{"label": v.label, "problems": v.problems} for v in failing],
+            }
+        )
     else:
         for verdict in failing:
             console.print(f"[red]fail[/] {verdict.label}: " + "; ".join(verdict.problems))
-        console.print(f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass vLLM's parser "
-                      f"({len(refused)} combinations refused by the kernel matrix, not generated)")
+        console.print(
+            f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass vLLM's parser "
+            f"({len(refused)} combinations refused by the kernel matrix, not generated)"
+        )
     return 2 if failing else 0
 
 

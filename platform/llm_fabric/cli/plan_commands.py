@@ -21,12 +21,29 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
 @site_repo_option(positional=True)
 @click.option("--base", "base_rev", metavar="REV", help="Compare with the site repo at this git revision.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document (with its diff) as JSON.")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the plan document to FILE (read by render --plan, planFile, report --plan).")
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown"]), default="text", show_default=True,
-              help="markdown: one document that fits a pull-request comment.")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=None, metavar="SECONDS",
-              help="Solver time limit (default 10, or $FABRIC_PLAN_TIME_LIMIT).")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the plan document to FILE (read by render --plan, planFile, report --plan).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "markdown"]),
+    default="text",
+    show_default=True,
+    help="markdown: one document that fits a pull-request comment.",
+)
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    metavar="SECONDS",
+    help="Solver time limit (default 10, or $FABRIC_PLAN_TIME_LIMIT).",
+)
 def plan_command(
     site_repo: Path, base_rev: str | None, as_json: bool, output: Path | None, fmt: str, time_limit: float | None
 ) -> int:

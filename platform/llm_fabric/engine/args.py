@@ -41,20 +41,31 @@ class EngineCommand:
         return {"args": self.args, "env": self.env, "request_defaults": self.request_defaults, "argv": self.argv()}
 
 
-def _checked(recipe: Recipe, gpu: GpuSpec, tensor_parallel_size: int, quantization: str | None,
-             kv_cache_dtype: str | None, max_model_len: int | None) -> tuple[str, str, int]:
+def _checked(
+    recipe: Recipe,
+    gpu: GpuSpec,
+    tensor_parallel_size: int,
+    quantization: str | None,
+    kv_cache_dtype: str | None,
+    max_model_len: int | None,
+) -> tuple[str, str, int]:
     quant, option = recipe.quantization(quantization)
     runs, reason = load_kernel_matrix().runs(gpu.architecture, quant, allow_weight_only=option.weight_only_fallback)
     if not runs:
-        raise PolicyRefusal(f"{recipe.id} in {quant} is refused on {gpu.id}: {reason}",
-                            hint=f"pick a quantization native on {gpu.architecture} or another GPU")
+        raise PolicyRefusal(
+            f"{recipe.id} in {quant} is refused on {gpu.id}: {reason}",
+            hint=f"pick a quantization native on {gpu.architecture} or another GPU",
+        )
     if tensor_parallel_size not in recipe.tensor_parallel_sizes:
-        raise UsageError(f"{recipe.id} cannot run at tensor-parallel size {tensor_parallel_size}",
-                         hint=f"use one of {recipe.tensor_parallel_sizes}")
+        raise UsageError(
+            f"{recipe.id} cannot run at tensor-parallel size {tensor_parallel_size}",
+            hint=f"use one of {recipe.tensor_parallel_sizes}",
+        )
     kv = kv_cache_dtype or "auto"
     if kv not in recipe.kv_cache_dtypes:
-        raise UsageError(f"{recipe.id} does not offer KV-cache dtype `{kv}`",
-                         hint=f"use one of {', '.join(recipe.kv_cache_dtypes)}")
+        raise UsageError(
+            f"{recipe.id} does not offer KV-cache dtype `{kv}`", hint=f"use one of {', '.join(recipe.kv_cache_dtypes)}"
+        )
     if kv not in load_kernel_matrix().for_architecture(gpu.architecture).kv_cache_dtypes:
         raise PolicyRefusal(f"KV-cache dtype `{kv}` has no kernel on {gpu.architecture} ({gpu.id})")
     length = max_model_len or recipe.architecture.max_context
@@ -76,8 +87,13 @@ def _parser_args(recipe: Recipe) -> list[str]:
     return out
 
 
-def generation_override(recipe: Recipe, *, max_output_tokens: int | None = None, temperature: float | None = None,
-                        top_p: float | None = None) -> dict[str, float | int]:
+def generation_override(
+    recipe: Recipe,
+    *,
+    max_output_tokens: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+) -> dict[str, float | int]:
     """The JSON for --override-generation-config, in the keys vLLM reads (HF names)."""
     gen = recipe.generation
     override: dict[str, float | int] = {"max_new_tokens": max_output_tokens or gen.max_output_tokens}
@@ -119,16 +135,31 @@ def engine_command(
         raise UsageError(f"max_num_seqs must be at least 1 (got {max_num_seqs})")
     quant, kv, length = _checked(recipe, gpu, tensor_parallel_size, quantization, kv_cache_dtype, max_model_len)
     option = recipe.quantizations[quant]  # type: ignore[index]
-    args = [option.checkpoint, "--served-model-name", served_model_name or recipe.id,
-            "--host", "0.0.0.0", "--port", str(port),
-            "--tensor-parallel-size", str(tensor_parallel_size)]
+    args = [
+        option.checkpoint,
+        "--served-model-name",
+        served_model_name or recipe.id,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(port),
+        "--tensor-parallel-size",
+        str(tensor_parallel_size),
+    ]
     if option.quantization_arg:
         args += ["--quantization", option.quantization_arg]
     if kv != "auto":
         args += ["--kv-cache-dtype", kv]
-    args += ["--max-model-len", str(length), "--gpu-memory-utilization", f"{gpu_memory_utilization:g}",
-             "--max-num-seqs", str(max_num_seqs or default_max_num_seqs(gpu)),
-             "--enable-prefix-caching", "--enable-chunked-prefill"]
+    args += [
+        "--max-model-len",
+        str(length),
+        "--gpu-memory-utilization",
+        f"{gpu_memory_utilization:g}",
+        "--max-num-seqs",
+        str(max_num_seqs or default_max_num_seqs(gpu)),
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+    ]
     args += _parser_args(recipe)
     override = generation_override(recipe, max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p)
     args += ["--override-generation-config", json.dumps(override, sort_keys=True)]

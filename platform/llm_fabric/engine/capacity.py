@@ -108,8 +108,13 @@ def fixed_bytes_per_sequence(recipe: Recipe, kv_cache_dtype: str = "auto") -> in
     total = 0
     if arch.sliding_window is not None and not isinstance(arch.attention, MlaAttention):
         att = arch.attention
-        total += 2 * arch.sliding_window.layers * att.kv_heads * att.head_dim * _kv_dtype_bytes(kv_cache_dtype) * (
-            arch.sliding_window.window
+        total += (
+            2
+            * arch.sliding_window.layers
+            * att.kv_heads
+            * att.head_dim
+            * _kv_dtype_bytes(kv_cache_dtype)
+            * (arch.sliding_window.window)
         )
     if arch.linear_attention is not None:
         la = arch.linear_attention
@@ -172,10 +177,23 @@ def estimate(
     kv_dtype = kv_cache_dtype or "auto"
     seqs = max_num_seqs or default_max_num_seqs(gpu)
     if tensor_parallel_size is None:
-        tensor_parallel_size = _default_tp(recipe, gpu, count, quant, kv_dtype, context_tokens,
-                                           gpu_memory_utilization, runtime_reserve_gb, seqs)
-    return _estimate(recipe, gpu, count, tensor_parallel_size, quant, option, kv_dtype, context_tokens, users,
-                     gpu_memory_utilization, runtime_reserve_gb, seqs)
+        tensor_parallel_size = _default_tp(
+            recipe, gpu, count, quant, kv_dtype, context_tokens, gpu_memory_utilization, runtime_reserve_gb, seqs
+        )
+    return _estimate(
+        recipe,
+        gpu,
+        count,
+        tensor_parallel_size,
+        quant,
+        option,
+        kv_dtype,
+        context_tokens,
+        users,
+        gpu_memory_utilization,
+        runtime_reserve_gb,
+        seqs,
+    )
 
 
 def _check_inputs(count: int, context_tokens: int, users: int, utilization: float, max_num_seqs: int | None) -> None:
@@ -191,8 +209,17 @@ def _check_inputs(count: int, context_tokens: int, users: int, utilization: floa
         raise UsageError(f"--max-num-seqs must be at least 1 (got {max_num_seqs})")
 
 
-def _default_tp(recipe: Recipe, gpu: GpuSpec, count: int, quant: str, kv_dtype: str, context: int,
-                utilization: float, reserve: float, max_num_seqs: int) -> int:
+def _default_tp(
+    recipe: Recipe,
+    gpu: GpuSpec,
+    count: int,
+    quant: str,
+    kv_dtype: str,
+    context: int,
+    utilization: float,
+    reserve: float,
+    max_num_seqs: int,
+) -> int:
     """The allowed TP (at most `count`) that holds the most sessions at `context`; the smaller on a tie.
 
     Taking the best TP keeps the model monotone: more GPUs never hold fewer sessions, a longer
@@ -208,15 +235,15 @@ def _default_tp(recipe: Recipe, gpu: GpuSpec, count: int, quant: str, kv_dtype: 
     option = recipe.quantizations[quant]  # type: ignore[index]
     best, best_sessions = candidates[-1], 0
     for tp in candidates:
-        est = _estimate(recipe, gpu, count, tp, quant, option, kv_dtype, context, 1, utilization, reserve,
-                        max_num_seqs)
+        est = _estimate(recipe, gpu, count, tp, quant, option, kv_dtype, context, 1, utilization, reserve, max_num_seqs)
         if est.fits and est.max_concurrency > best_sessions:
             best, best_sessions = tp, est.max_concurrency
     return best
 
 
-def _refusal(recipe: Recipe, gpu: GpuSpec, tp: int, quant: str, option: QuantizationOption, kv_dtype: str,
-             context: int) -> tuple[str | None, str]:
+def _refusal(
+    recipe: Recipe, gpu: GpuSpec, tp: int, quant: str, option: QuantizationOption, kv_dtype: str, context: int
+) -> tuple[str | None, str]:
     """Why this combination cannot run at all (kernel, KV dtype, TP, context), and the kernel used."""
     matrix = load_kernel_matrix()
     runs, kernel = matrix.runs(gpu.architecture, quant, allow_weight_only=option.weight_only_fallback)
@@ -233,9 +260,20 @@ def _refusal(recipe: Recipe, gpu: GpuSpec, tp: int, quant: str, option: Quantiza
     return None, kernel
 
 
-def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, option: QuantizationOption,
-              kv_dtype: str, context: int, users: int, utilization: float, reserve: float,
-              max_num_seqs: int) -> CapacityEstimate:
+def _estimate(
+    recipe: Recipe,
+    gpu: GpuSpec,
+    count: int,
+    tp: int,
+    quant: str,
+    option: QuantizationOption,
+    kv_dtype: str,
+    context: int,
+    users: int,
+    utilization: float,
+    reserve: float,
+    max_num_seqs: int,
+) -> CapacityEstimate:
     if tp < 1 or tp > count:
         raise UsageError(f"--tp {tp} needs between 1 and --count ({count}) GPUs", hint="a replica takes TP GPUs")
     replicas = count // tp
@@ -249,11 +287,15 @@ def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, opt
     per_replica = min(kv_replica, max_num_seqs)
     reason = refusal
     if reason is None and option.weights_gb * GB > usable:
-        reason = (f"weights {option.weights_gb:g} GB exceed the {usable / GB:.1f} GB usable on {tp} x {gpu.id} "
-                  f"({utilization:g} x {gpu.memory_gb:g} GB - {reserve:g} GB reserve per GPU)")
+        reason = (
+            f"weights {option.weights_gb:g} GB exceed the {usable / GB:.1f} GB usable on {tp} x {gpu.id} "
+            f"({utilization:g} x {gpu.memory_gb:g} GB - {reserve:g} GB reserve per GPU)"
+        )
     elif reason is None and kv_replica < 1:
-        reason = (f"KV pool of {pool_replica / GB:.1f} GB per replica cannot hold one {context}-token sequence "
-                  f"({seq_bytes / GB:.2f} GB)")
+        reason = (
+            f"KV pool of {pool_replica / GB:.1f} GB per replica cannot hold one {context}-token sequence "
+            f"({seq_bytes / GB:.2f} GB)"
+        )
     fits = reason is None
     bandwidth = tp * gpu.memory_bandwidth_tbs * 1e12
     kv_read = context * kv_token  # each replica reads one copy of a sequence's KV per step, spread over ranks
@@ -264,9 +306,18 @@ def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, opt
     compute: Literal["bf16", "fp8"] = "fp8" if quant in LOW_PRECISION_COMPUTE else "bf16"
     prefill = prefill_flops(recipe, context) / (tp * gpu.peak_tflops(compute) * 1e12 * PREFILL_EFFICIENCY)
     return CapacityEstimate(
-        recipe=recipe.id, gpu=gpu.id, count=count, tensor_parallel_size=tp, replicas=replicas, quantization=quant,
-        kv_cache_dtype=kv_dtype, context_tokens=context, users=users, gpu_memory_utilization=utilization,
-        weights_gb=option.weights_gb, kv_bytes_per_token=kv_token,
+        recipe=recipe.id,
+        gpu=gpu.id,
+        count=count,
+        tensor_parallel_size=tp,
+        replicas=replicas,
+        quantization=quant,
+        kv_cache_dtype=kv_dtype,
+        context_tokens=context,
+        users=users,
+        gpu_memory_utilization=utilization,
+        weights_gb=option.weights_gb,
+        kv_bytes_per_token=kv_token,
         kv_pool_gb=round(pool_replica * replicas / GB, 2) if fits else 0.0,
         max_num_seqs=max_num_seqs,
         kv_sessions=kv_replica * replicas if fits else 0,
@@ -275,5 +326,8 @@ def _estimate(recipe: Recipe, gpu: GpuSpec, count: int, tp: int, quant: str, opt
         decode_tokens_per_s_single=round(single, 1) if fits else 0.0,
         decode_tokens_per_s_per_user=round(per_user, 1),
         decode_tokens_per_s_total=round(per_user * active, 1),
-        prefill_seconds=round(prefill, 3), fits=fits, reason=reason, kernel=kernel,
+        prefill_seconds=round(prefill, 3),
+        fits=fits,
+        reason=reason,
+        kernel=kernel,
     )

@@ -197,8 +197,14 @@ def load_recipe_file(path: Path) -> Recipe:
     recipe = load_model(path, Recipe)
     if recipe.id != path.stem:
         raise ConfigError(
-            [Problem(f"id `{recipe.id}` does not match the file name", file=path, field="id",
-                     hint=f"rename the file to {recipe.id}.yaml or set id: {path.stem}")]
+            [
+                Problem(
+                    f"id `{recipe.id}` does not match the file name",
+                    file=path,
+                    field="id",
+                    hint=f"rename the file to {recipe.id}.yaml or set id: {path.stem}",
+                )
+            ]
         )
     return recipe
 

@@ -46,9 +46,18 @@ def deployment_capacity(site: SiteRepo, name: str) -> DeploymentCapacity:
     tp = dep.tensor_parallel_size
     users = dep.target.concurrent_sessions if dep.target else 1
     utilization = site.config.defaults.gpu_memory_utilization
-    est = estimate(recipe, gpu, tp or max(recipe.tensor_parallel_sizes), tensor_parallel_size=tp,
-                   quantization=dep.quantization, kv_cache_dtype=dep.kv_cache_dtype, context_tokens=context,
-                   users=users, gpu_memory_utilization=utilization, max_num_seqs=dep.max_num_seqs)
+    est = estimate(
+        recipe,
+        gpu,
+        tp or max(recipe.tensor_parallel_sizes),
+        tensor_parallel_size=tp,
+        quantization=dep.quantization,
+        kv_cache_dtype=dep.kv_cache_dtype,
+        context_tokens=context,
+        users=users,
+        gpu_memory_utilization=utilization,
+        max_num_seqs=dep.max_num_seqs,
+    )
     return DeploymentCapacity(deployment=name, estimate=est)
 
 

@@ -38,15 +38,18 @@ def _frame(title: str, body: list[str], legend: Sequence[str]) -> str:
     )
 
 
-def bar_chart(title: str, labels: Sequence[str], series: Sequence[tuple[str, Sequence[float]]], *,
-              log: bool = False) -> str:
+def bar_chart(
+    title: str, labels: Sequence[str], series: Sequence[tuple[str, Sequence[float]]], *, log: bool = False
+) -> str:
     """Grouped vertical bars: one group per label, one bar per series (log scale for wide ranges)."""
     plot_h = HEIGHT - BOTTOM - TOP
     top = max((v for _, values in series for v in values), default=0.0)
     group_w = (WIDTH - LEFT - 10) / max(len(labels), 1)
     bar_w = group_w * 0.8 / max(len(series), 1)
-    body = [f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - 10}" y2="{TOP + plot_h}" stroke="#444"/>',
-            f'<text x="{LEFT - 6}" y="{TOP + 8}" font-size="10" text-anchor="end">{_fmt(top)}</text>']
+    body = [
+        f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - 10}" y2="{TOP + plot_h}" stroke="#444"/>',
+        f'<text x="{LEFT - 6}" y="{TOP + 8}" font-size="10" text-anchor="end">{_fmt(top)}</text>',
+    ]
     for g, label in enumerate(labels):
         x0 = LEFT + g * group_w + group_w * 0.1
         for s, (name, values) in enumerate(series):
@@ -70,8 +73,10 @@ def line_chart(title: str, labels: Sequence[str], series: Sequence[tuple[str, Se
     plot_h = HEIGHT - BOTTOM - TOP
     top = max((v for _, values in series for v in values), default=0.0)
     step = (WIDTH - LEFT - 10) / max(len(labels) - 1, 1)
-    body = [f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - 10}" y2="{TOP + plot_h}" stroke="#444"/>',
-            f'<text x="{LEFT - 6}" y="{TOP + 8}" font-size="10" text-anchor="end">{_fmt(top)}</text>']
+    body = [
+        f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{WIDTH - 10}" y2="{TOP + plot_h}" stroke="#444"/>',
+        f'<text x="{LEFT - 6}" y="{TOP + 8}" font-size="10" text-anchor="end">{_fmt(top)}</text>',
+    ]
     for s, (_name, values) in enumerate(series):
         points = " ".join(
             f"{LEFT + i * step:.1f},{TOP + plot_h - plot_h * _scale(v, top, False):.1f}" for i, v in enumerate(values)

@@ -95,8 +95,9 @@ def _collect_samples(
     return series
 
 
-def _add_delta(usage: EngineUsage, labels: Mapping[str, str], kind: str, day: date, delta: int,
-               owner: str | None) -> None:
+def _add_delta(
+    usage: EngineUsage, labels: Mapping[str, str], kind: str, day: date, delta: int, owner: str | None
+) -> None:
     model = usage.by_model.setdefault(_model_key(labels), EngineModel())
     if kind in ("prefix_hits", "prefix_queries"):
         setattr(model, kind, getattr(model, kind) + delta)
@@ -184,8 +185,9 @@ def engine_usage(
     _fold_counters(usage, _collect_samples(client, month, until, tick), month, owners or {})
     by = "sum by (deployment, model_name)"
     peaks: dict[str, Any] = {
-        "peak_output_tokens_per_s": _max_over_month(client, f"{by} (rate(vllm:generation_tokens_total[1m]))",
-                                                    month, until, tick),
+        "peak_output_tokens_per_s": _max_over_month(
+            client, f"{by} (rate(vllm:generation_tokens_total[1m]))", month, until, tick
+        ),
         "peak_concurrent_requests": _max_over_month(client, f"{by} (vllm:num_requests_running)", month, until, tick),
         "max_queue_depth": _max_over_month(client, f"{by} (vllm:num_requests_waiting)", month, until, tick),
     }

@@ -22,13 +22,25 @@ from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.report import ReportInputs, build_report
 from llm_fabric.site.loader import SiteRepo
 
-LEDGERS = ("price_ledger", "operations_ledger", "institutional_with_cache", "institutional_without_cache",
-           "subsidy", "savings")
+LEDGERS = (
+    "price_ledger",
+    "operations_ledger",
+    "institutional_with_cache",
+    "institutional_without_cache",
+    "subsidy",
+    "savings",
+)
 
 
 class FabricCollector(Collector):
-    def __init__(self, site: SiteRepo, inputs: ReportInputs | None, *, refresh_s: float = 60.0,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        site: SiteRepo,
+        inputs: ReportInputs | None,
+        *,
+        refresh_s: float = 60.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.site = site
         self.inputs = inputs
         self.refresh_s = refresh_s
@@ -54,8 +66,11 @@ class FabricCollector(Collector):
             return self._report
 
     def _pool(self) -> Iterator[GaugeMetricFamily]:
-        gpus = GaugeMetricFamily("fabric_pool_gpus", "GPUs enrolled in the pool, by owner, site, tier and model.",
-                                 labels=["owner", "site", "tier", "gpu_model", "status"])
+        gpus = GaugeMetricFamily(
+            "fabric_pool_gpus",
+            "GPUs enrolled in the pool, by owner, site, tier and model.",
+            labels=["owner", "site", "tier", "gpu_model", "status"],
+        )
         counts: dict[tuple[str, ...], int] = {}
         for node in self.site.nodes.values():
             key: tuple[str, ...] = (node.owner, node.site, node.tier, node.gpus.catalog_id, node.status)
@@ -63,9 +78,11 @@ class FabricCollector(Collector):
         for labels, count in sorted(counts.items()):
             gpus.add_metric(list(labels), count)
         yield gpus
-        alloc = GaugeMetricFamily("fabric_pool_allocation_gpus",
-                                  "Active GPUs of each contributor, dedicated to it or pooled (lent to everyone).",
-                                  labels=["owner", "allocation"])
+        alloc = GaugeMetricFamily(
+            "fabric_pool_allocation_gpus",
+            "Active GPUs of each contributor, dedicated to it or pooled (lent to everyone).",
+            labels=["owner", "allocation"],
+        )
         for name, tenant in sorted(self.site.tenants.items()):
             if not tenant.contributor:
                 continue
@@ -76,8 +93,9 @@ class FabricCollector(Collector):
         yield alloc
 
     def _books(self, report: dict[str, Any]) -> Iterator[GaugeMetricFamily]:
-        tokens = GaugeMetricFamily("fabric_month_tokens", "Tokens this month so far, by model and kind.",
-                                   labels=["model", "kind"])
+        tokens = GaugeMetricFamily(
+            "fabric_month_tokens", "Tokens this month so far, by model and kind.", labels=["model", "kind"]
+        )
         requests = GaugeMetricFamily("fabric_month_requests", "Requests this month so far, by model.", labels=["model"])
         for row in report["usage_by_model"]:
             for kind in ("input", "cached_input", "output"):
@@ -86,14 +104,18 @@ class FabricCollector(Collector):
         yield tokens
         yield requests
         books = report["books"]
-        money = GaugeMetricFamily("fabric_ledger_month_to_date", "The books this month so far, in the ledger currency.",
-                                  labels=["ledger", "currency"])
+        money = GaugeMetricFamily(
+            "fabric_ledger_month_to_date",
+            "The books this month so far, in the ledger currency.",
+            labels=["ledger", "currency"],
+        )
         for name in LEDGERS:
             money.add_metric([name, report["currency"]], books[name])
         yield money
         if books["recovery"] is not None:
-            yield GaugeMetricFamily("fabric_ledger_recovery_ratio", "Price ledger divided by operations ledger.",
-                                    value=books["recovery"])
+            yield GaugeMetricFamily(
+                "fabric_ledger_recovery_ratio", "Price ledger divided by operations ledger.", value=books["recovery"]
+            )
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield from self._pool()
@@ -101,8 +123,11 @@ class FabricCollector(Collector):
         if report is not None:
             yield from self._books(report)
         if self.inputs is not None:
-            yield GaugeMetricFamily("fabric_exporter_refresh_ok",
-                                    "1 when the last refresh of the month's figures succeeded.", value=int(self._ok))
+            yield GaugeMetricFamily(
+                "fabric_exporter_refresh_ok",
+                "1 when the last refresh of the month's figures succeeded.",
+                value=int(self._ok),
+            )
 
 
 def build_registry(site: SiteRepo, inputs: ReportInputs | None, refresh_s: float = 60.0) -> CollectorRegistry:

@@ -91,20 +91,22 @@ def _signer(where: Path, sig: dict[str, Any]) -> Ed25519PublicKey:
     except (KeyError, TypeError, ValueError) as exc:
         raise PolicyRefusal(f"the signature block of {where} is malformed", hint="the manifest was altered") from exc
     if sig.get("key_id") != key_id(public):
-        raise PolicyRefusal(f"the signature block of {where} names key {sig.get('key_id')} but holds key "
-                            f"{key_id(public)}", hint="the manifest was altered")
+        raise PolicyRefusal(
+            f"the signature block of {where} names key {sig.get('key_id')} but holds key {key_id(public)}",
+            hint="the manifest was altered",
+        )
     return public
 
 
-def _check_signature(
-    out: Path, manifest: dict[str, Any], trusted: Mapping[str, Ed25519PublicKey] | None
-) -> str | None:
+def _check_signature(out: Path, manifest: dict[str, Any], trusted: Mapping[str, Ed25519PublicKey] | None) -> str | None:
     where = out / MANIFEST
     sig = manifest.get("signature")
     if sig is None:
         if trusted is not None:
-            raise PolicyRefusal(f"{where} is not signed, but trusted keys were given",
-                                hint="re-run `fabric report` with the federation key")
+            raise PolicyRefusal(
+                f"{where} is not signed, but trusted keys were given",
+                hint="re-run `fabric report` with the federation key",
+            )
         return None
     if not isinstance(sig, dict):
         raise PolicyRefusal(f"the signature block of {where} is malformed", hint="the manifest was altered")
@@ -113,8 +115,10 @@ def _check_signature(
     if trusted is not None:
         if kid not in trusted:
             known = ", ".join(sorted(trusted)) or "none"
-            raise PolicyRefusal(f"the report was signed by key {kid}, which is not a trusted key (trusted: {known})",
-                                hint="someone else signed it, or the federation's key changed")
+            raise PolicyRefusal(
+                f"the report was signed by key {kid}, which is not a trusted key (trusted: {known})",
+                hint="someone else signed it, or the federation's key changed",
+            )
         public = trusted[kid]
     body = {k: v for k, v in manifest.items() if k != "signature"}
     try:

@@ -104,8 +104,9 @@ def load_collector() -> Any:
             import numba
 
             nb: Any = numba  # numba ships no type hints
-            signatures = [nb.int64(keys[::1], nb.int64, nb.uint8[::1], keys[::1], nb.int64)
-                          for keys in (nb.int32, nb.int64)]
+            signatures = [
+                nb.int64(keys[::1], nb.int64, nb.uint8[::1], keys[::1], nb.int64) for keys in (nb.int32, nb.int64)
+            ]
             collector = nb.njit(signatures, nogil=True, cache=True)(_collect)
             none = np.zeros(0, dtype=np.int32)
             collector(none, NARROW, np.zeros(0, dtype=np.uint8), none, 0)
@@ -137,7 +138,7 @@ class LongLengths:
 
     def arrays(self) -> list[Keys]:
         """Every [2, n] array of keys written so far."""
-        return self.parts + ([self.buffer[:, :self.used]] if self.used else [])
+        return self.parts + ([self.buffer[:, : self.used]] if self.used else [])
 
     def reserve(self, names: int, longest: int, batch: int) -> None:
         """Room for `batch` more keys, of indexes below `names` and lengths up to `longest`."""
@@ -201,9 +202,12 @@ class LongLengths:
 def percentiles_by(counts: Counts, long: LongLengths, side: int, percentiles: Iterable[int]) -> list[dict[int, int]]:
     """Exact nearest-rank percentiles of each row of `counts` ([index, COLUMNS] counters of one side)."""
     ranks = [nearest_rank(row, percentiles) for row in counts]
-    wanted = {(i, column - DENSE, place) for i, row in enumerate(ranks) for column, place in row.values()
-              if column >= DENSE}
+    wanted = {
+        (i, column - DENSE, place) for i, row in enumerate(ranks) for column, place in row.values() if column >= DENSE
+    }
     sizes = {(i, b): int(counts[i, DENSE + b]) for i, b, _ in wanted}
     exact = long.resolve(side, wanted, sizes)
-    return [{p: column if column < DENSE else exact[(i, column - DENSE, place)] for p, (column, place) in row.items()}
-            for i, row in enumerate(ranks)]
+    return [
+        {p: column if column < DENSE else exact[(i, column - DENSE, place)] for p, (column, place) in row.items()}
+        for i, row in enumerate(ranks)
+    ]

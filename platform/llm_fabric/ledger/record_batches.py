@@ -27,8 +27,7 @@ from llm_fabric.ledger.records import RecordSource
 from llm_fabric.ledger.tally import MISSING, Coded, Columns
 
 STRINGS = ("model", "tenant", "status")
-COLUMNS = ("ts", "model", "tenant", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "ttft_ms",
-           "status")
+COLUMNS = ("ts", "model", "tenant", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "ttft_ms", "status")
 _SUCCESS = {"ok", "success", "succeeded"}
 # Records per Arrow batch (at most tally.MAX_BATCH). A quarter million keeps a batch's decoded columns
 # (13 MB) in the L3 cache while the tally reads them; against 1 M it took 240 MB off the peak RSS at
@@ -56,15 +55,17 @@ def _is_string(kind: pa.DataType) -> bool:
 def _direct(schema: pa.Schema) -> bool:
     """Whether pyarrow can read this Parquet schema as it is (else DuckDB converts it)."""
     names = set(schema.names)
-    if "request_id" in names or not {"ts", "model", "tenant", "prompt_tokens", "completion_tokens",
-                                     "status"} <= names:
+    if "request_id" in names or not {"ts", "model", "tenant", "prompt_tokens", "completion_tokens", "status"} <= names:
         return False
     kinds = {name: schema.field(name).type for name in names & set(COLUMNS)}
     return (
         pa.types.is_timestamp(kinds["ts"])
         and all(_is_string(kinds[c]) for c in STRINGS)
-        and all(pa.types.is_integer(kinds[c]) for c in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens")
-                if c in kinds)
+        and all(
+            pa.types.is_integer(kinds[c])
+            for c in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens")
+            if c in kinds
+        )
         and ("ttft_ms" not in kinds or pa.types.is_integer(kinds["ttft_ms"]) or pa.types.is_floating(kinds["ttft_ms"]))
     )
 
@@ -98,8 +99,10 @@ def parquet_tasks(source: RecordSource) -> list[Task] | None:
         if not _direct(schema):
             return None
         columns = [c for c in COLUMNS if c in schema.names]
-        tasks += [Task(f"{path} (row group {i + 1} of {meta.num_row_groups})", _row_group_reader(path, i, columns))
-                  for i in range(meta.num_row_groups)]
+        tasks += [
+            Task(f"{path} (row group {i + 1} of {meta.num_row_groups})", _row_group_reader(path, i, columns))
+            for i in range(meta.num_row_groups)
+        ]
     return tasks
 
 
@@ -137,8 +140,10 @@ def _coded(array: pa.Array, column: str, where: str, nulls_allowed: bool = False
     indices = array.indices
     if indices.null_count:
         if not nulls_allowed:
-            raise UsageError(f"{where}: {indices.null_count} request record(s) have no {column}",
-                             hint=f"every record names its {column} (docs/ledger.md)")
+            raise UsageError(
+                f"{where}: {indices.null_count} request record(s) have no {column}",
+                hint=f"every record names its {column} (docs/ledger.md)",
+            )
         indices = indices.fill_null(len(names))
     return Coded(_frozen(indices.cast(pa.int32()), np.int32), names)
 

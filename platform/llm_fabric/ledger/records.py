@@ -104,20 +104,24 @@ def _litellm_select(path: Path, columns: dict[str, str]) -> str:
     def col(name: str) -> str:
         return f'"{name}"' if name in columns else "NULL"
 
-    tenant = f"coalesce(nullif({col('team_id')}, ''), nullif({col('user')}, ''), nullif({col('end_user')}, ''), " \
-             f"nullif({col('api_key')}, ''), 'unknown')"
+    tenant = (
+        f"coalesce(nullif({col('team_id')}, ''), nullif({col('user')}, ''), nullif({col('end_user')}, ''), "
+        f"nullif({col('api_key')}, ''), 'unknown')"
+    )
     cached = (
         f"TRY_CAST(json_extract_string({col('metadata')}, "
         "'$.usage_object.prompt_tokens_details.cached_tokens') AS BIGINT)"
-        if "metadata" in columns else "NULL::BIGINT"
+        if "metadata" in columns
+        else "NULL::BIGINT"
     )
     ttft = (
         f"epoch_ms(CAST({col('completionStartTime')} AS TIMESTAMPTZ)) - "
         f"epoch_ms(CAST({col('startTime')} AS TIMESTAMPTZ))"
-        if "completionStartTime" in columns else "NULL"
+        if "completionStartTime" in columns
+        else "NULL"
     )
     return (
-        f"SELECT CAST(CAST(\"startTime\" AS TIMESTAMPTZ) AS TIMESTAMP) AS ts, "
+        f'SELECT CAST(CAST("startTime" AS TIMESTAMPTZ) AS TIMESTAMP) AS ts, '
         f"CAST(coalesce(nullif({col('model_group')}, ''), {col('model')}) AS VARCHAR) AS model, "
         f"CAST({tenant} AS VARCHAR) AS tenant, "
         f"CAST(prompt_tokens AS BIGINT) AS prompt_tokens, CAST(completion_tokens AS BIGINT) AS completion_tokens, "

@@ -72,22 +72,27 @@ def _charts(report: dict[str, Any]) -> dict[str, str]:
         "tokens": charts.bar_chart(
             "Tokens per model",
             names,
-            [("input (uncached)", [m["input_tokens"] - m["cached_input_tokens"] for m in models]),
-             ("cached input", [m["cached_input_tokens"] for m in models]),
-             ("output", [m["output_tokens"] for m in models])],
+            [
+                ("input (uncached)", [m["input_tokens"] - m["cached_input_tokens"] for m in models]),
+                ("cached input", [m["cached_input_tokens"] for m in models]),
+                ("output", [m["output_tokens"] for m in models]),
+            ],
         ),
         "ratio": charts.bar_chart(
-            "Input vs output", names,
+            "Input vs output",
+            names,
             [("input", [m["input_tokens"] for m in models]), ("output", [m["output_tokens"] for m in models])],
             log=True,
         ),
         "percentiles": charts.bar_chart(
-            "Prompt tokens: p50 vs p95", names,
+            "Prompt tokens: p50 vs p95",
+            names,
             [("p50", [m["prompt_p50"] or 0 for m in models]), ("p95", [m["prompt_p95"] or 0 for m in models])],
             log=True,
         ),
-        "daily": charts.line_chart("Daily tokens (input + output)", [d[5:] for d in days],
-                                   [("all models", [per_day[d] for d in days])]),
+        "daily": charts.line_chart(
+            "Daily tokens (input + output)", [d[5:] for d in days], [("all models", [per_day[d] for d in days])]
+        ),
     }
 
 

@@ -124,7 +124,7 @@ def data_gaps(month: Month, now: datetime, records: RecordUsage | None, engine: 
             gaps.append(f"request records: no records at all on {_ranges(missing)}")
         for model in sorted(records.by_model):
             have = {d for (m, d) in records.daily if m == model}
-            if (lost := [d for d in elapsed if d not in have and d in days]):
+            if lost := [d for d in elapsed if d not in have and d in days]:
                 gaps.append(f"request records: `{model}` has no records on {_ranges(lost)}")
         if records.records_outside_month:
             gaps.append(f"request records: {records.records_outside_month} records outside {month} were left out")
@@ -198,8 +198,12 @@ def _books_section(books: Books) -> dict[str, Any]:
             for line in books.lines
         ],
         "hardware": [
-            {"node": h.node, "capex": _money(h.capex), "days_in_service": h.days_in_service,
-             "monthly": _money(h.monthly)}
+            {
+                "node": h.node,
+                "capex": _money(h.capex),
+                "days_in_service": h.days_in_service,
+                "monthly": _money(h.monthly),
+            }
             for h in books.hardware
         ],
     }
@@ -242,13 +246,17 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
         "currency": config.currency,
         "commercial_reference": config.commercial_reference.name,
         "sources": {
-            "records": None if records is None else {
+            "records": None
+            if records is None
+            else {
                 "files": [p.name for p in records.source.files],
                 "formats": records.source.formats,
                 "records_in_month": records.records_in_month,
                 "records_outside_month": records.records_outside_month,
             },
-            "prometheus": None if engine is None else {
+            "prometheus": None
+            if engine is None
+            else {
                 "url": engine.url,
                 "covered_until": f"{engine.covered_until:%Y-%m-%dT%H:%M:%SZ}",
             },

@@ -82,9 +82,31 @@ class Columns:
         return len(self.ts_us)
 
 
-def _tally_batch(ts, mcode, tcode, scode, ok_lut, prompt, output, cached, ttft, mmap, tmap,  # type: ignore[no-untyped-def]
-                 start_us, end_us, cells, minute_in, minute_out, model_len, tenant_len, model_wraps, tenant_wraps,
-                 keys, nlong, shift):
+def _tally_batch(
+    ts,
+    mcode,
+    tcode,
+    scode,
+    ok_lut,
+    prompt,
+    output,
+    cached,
+    ttft,
+    mmap,
+    tmap,  # type: ignore[no-untyped-def]
+    start_us,
+    end_us,
+    cells,
+    minute_in,
+    minute_out,
+    model_len,
+    tenant_len,
+    model_wraps,
+    tenant_wraps,
+    keys,
+    nlong,
+    shift,
+):
     """Add one batch; returns (records outside the month, end of the keys written from `nlong`, first bad row or -1).
 
     A length is counted in its column of `model_len` and `tenant_len`: itself below DENSE, else its
@@ -183,12 +205,34 @@ def load_kernel() -> Any:
             codes = nb.types.Array(nb.int32, 1, "C", readonly=True)
             floats = nb.types.Array(nb.float64, 1, "C", readonly=True)
             counters = nb.from_dtype(np.dtype(COUNTER))[:, ::1]
-            signatures = [nb.types.UniTuple(nb.int64, 3)(
-                ints, codes, codes, codes, ints, ints, ints, ints, floats,
-                nb.int64[::1], nb.int64[::1], nb.int64, nb.int64,
-                nb.int64[:, :, :, :, ::1], nb.int64[:, ::1], nb.int64[:, ::1], counters, counters,
-                nb.int32[:, ::1], nb.int32[:, ::1], keys[:, ::1], nb.int64, nb.int64,
-            ) for keys in (nb.int32, nb.int64)]
+            signatures = [
+                nb.types.UniTuple(nb.int64, 3)(
+                    ints,
+                    codes,
+                    codes,
+                    codes,
+                    ints,
+                    ints,
+                    ints,
+                    ints,
+                    floats,
+                    nb.int64[::1],
+                    nb.int64[::1],
+                    nb.int64,
+                    nb.int64,
+                    nb.int64[:, :, :, :, ::1],
+                    nb.int64[:, ::1],
+                    nb.int64[:, ::1],
+                    counters,
+                    counters,
+                    nb.int32[:, ::1],
+                    nb.int32[:, ::1],
+                    keys[:, ::1],
+                    nb.int64,
+                    nb.int64,
+                )
+                for keys in (nb.int32, nb.int64)
+            ]
             kernel = nb.njit(signatures, nogil=True, cache=True)(_tally_batch)
             _first_call(kernel)
             load_collector()  # its partner for the percentiles, while numba is loading
@@ -199,22 +243,47 @@ def load_kernel() -> Any:
 def _first_call(kernel: Any) -> None:
     """Call the loop once on no records: numba's first dispatch imports numpy.ma (30 ms), here
     rather than in the middle of the first batch."""
+
     def empty(dtype: type[np.generic], *shape: int) -> npt.NDArray[Any]:
         array = np.zeros(shape or (0,), dtype=dtype)
         array.flags.writeable = False
         return array
 
     ints, codes = empty(np.int64), empty(np.int32)
-    kernel(ints, codes, codes, codes, ints, ints, ints, ints, empty(np.float64), np.zeros(0, np.int64),
-           np.zeros(0, np.int64), 0, 0, np.zeros((0, 0, 0, 0, 0), np.int64), np.zeros((0, 0), np.int64),
-           np.zeros((0, 0), np.int64), np.zeros((0, 0), COUNTER), np.zeros((0, 0), COUNTER),
-           np.zeros((0, 0), np.int32), np.zeros((0, 0), np.int32), np.zeros((2, 0), np.int32), 0, 24)
+    kernel(
+        ints,
+        codes,
+        codes,
+        codes,
+        ints,
+        ints,
+        ints,
+        ints,
+        empty(np.float64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        0,
+        0,
+        np.zeros((0, 0, 0, 0, 0), np.int64),
+        np.zeros((0, 0), np.int64),
+        np.zeros((0, 0), np.int64),
+        np.zeros((0, 0), COUNTER),
+        np.zeros((0, 0), COUNTER),
+        np.zeros((0, 0), np.int32),
+        np.zeros((0, 0), np.int32),
+        np.zeros((2, 0), np.int32),
+        0,
+        24,
+    )
 
 
 def _bad_value(cols: Columns, row: int) -> tuple[str, float, str]:
     """(column, value, what would be right) of the out-of-range value the kernel stopped at."""
-    for column, values in (("prompt_tokens", cols.prompt), ("completion_tokens", cols.output),
-                           ("cached_prompt_tokens", cols.cached)):
+    for column, values in (
+        ("prompt_tokens", cols.prompt),
+        ("completion_tokens", cols.output),
+        ("cached_prompt_tokens", cols.cached),
+    ):
         value = int(values[row])
         if not 0 <= value < MAX_COUNT and not (column == "prompt_tokens" and value == MISSING):
             return column, value, f"token counts are whole numbers from 0 to {MAX_COUNT - 1}"
@@ -295,10 +364,29 @@ class Tally:
         self._reserve(models, tenants)
         self.long.reserve(max(models, tenants), int(cols.prompt.max(initial=0)), len(cols))
         outside, used, bad = load_kernel()(
-            cols.ts_us, cols.model.codes, cols.tenant.codes, cols.status, cols.ok_lut, cols.prompt, cols.output,
-            cols.cached, cols.ttft_ms, mmap, tmap, self.start_us, self.end_us, self.cells, self.minute_input,
-            self.minute_output, self.model_lengths, self.tenant_lengths, self.model_wraps, self.tenant_wraps,
-            self.long.buffer, self.long.used, self.long.shift,
+            cols.ts_us,
+            cols.model.codes,
+            cols.tenant.codes,
+            cols.status,
+            cols.ok_lut,
+            cols.prompt,
+            cols.output,
+            cols.cached,
+            cols.ttft_ms,
+            mmap,
+            tmap,
+            self.start_us,
+            self.end_us,
+            self.cells,
+            self.minute_input,
+            self.minute_output,
+            self.model_lengths,
+            self.tenant_lengths,
+            self.model_wraps,
+            self.tenant_wraps,
+            self.long.buffer,
+            self.long.used,
+            self.long.shift,
         )
         if bad >= 0:
             column, value, right = _bad_value(cols, bad)
@@ -309,6 +397,7 @@ class Tally:
 
     def _exact_lengths(self) -> None:
         """The length counters as exact int64 counts, their wraps folded in (and zeroed)."""
+
         def exact(counts: npt.NDArray[np.integer[Any]], wraps: npt.NDArray[np.int32]) -> Ints:
             folded: Ints = counts.astype(np.int64) + (wraps.astype(np.int64) << COUNTER_BITS)
             return folded
@@ -335,7 +424,7 @@ class Tally:
         out._exact_lengths()
         for part, (mmap, tmap) in zip(rest, maps, strict=True):
             # a part's arrays may be shorter than its shared registry (names another thread added later)
-            mmap, tmap = mmap[:part.cells.shape[0]], tmap[:part.cells.shape[1]]
+            mmap, tmap = mmap[: part.cells.shape[0]], tmap[: part.cells.shape[1]]
             dm, dt = len(mmap), len(tmap)
             out.cells[np.ix_(mmap, tmap)] += part.cells[:dm, :dt]
             out.minute_input[mmap] += part.minute_input[:dm]

@@ -181,8 +181,9 @@ def _tokens(cells: Ints) -> list[Tokens]:
     return [Tokens(*row) for row in table.tolist()]
 
 
-def _figures(names: list[str], cells: Ints, percentiles: list[dict[int, int]], has_cached: bool,
-             has_ttft: bool) -> dict[str, UsageFigures]:
+def _figures(
+    names: list[str], cells: Ints, percentiles: list[dict[int, int]], has_cached: bool, has_ttft: bool
+) -> dict[str, UsageFigures]:
     """UsageFigures per name (in name order) from its cells summed to [name, ok, field] and its percentiles."""
     out: dict[str, UsageFigures] = {}
     tokens = _tokens(cells)
@@ -201,11 +202,15 @@ def _figures(names: list[str], cells: Ints, percentiles: list[dict[int, int]], h
 
 def _usage(tally: Tally, source: RecordSource, month: Month) -> RecordUsage:
     models, tenants = tally.models.names, tally.tenants.names
-    cells = tally.cells[:len(models), :len(tenants)]  # [model, tenant, day, ok, field]
+    cells = tally.cells[: len(models), : len(tenants)]  # [model, tenant, day, ok, field]
     with ThreadPoolExecutor(2, thread_name_prefix="ledger-lengths") as pool:  # numba and numpy, without the GIL
         by_model_pct, by_tenant_pct = pool.map(
-            percentiles_by, (tally.model_lengths[:len(models)], tally.tenant_lengths[:len(tenants)]),
-            (tally.long, tally.long), (0, 1), (PERCENTILES, PERCENTILES))
+            percentiles_by,
+            (tally.model_lengths[: len(models)], tally.tenant_lengths[: len(tenants)]),
+            (tally.long, tally.long),
+            (0, 1),
+            (PERCENTILES, PERCENTILES),
+        )
     by_model = _figures(models, cells.sum(axis=(1, 2)), by_model_pct, source.has_cached, source.has_ttft)
     by_tenant = _figures(tenants, cells.sum(axis=(0, 2)), by_tenant_pct, source.has_cached, source.has_ttft)
     for i, model in enumerate(models):
@@ -217,10 +222,20 @@ def _usage(tally: Tally, source: RecordSource, month: Month) -> RecordUsage:
     pair_tokens = _tokens(cells.sum(axis=2).reshape(len(models) * len(tenants), 2, FIELDS))
     pairs = {(models[k // len(tenants)], tenants[k % len(tenants)]): t for k, t in enumerate(pair_tokens) if t.requests}
     day_tokens = _tokens(cells.sum(axis=1).reshape(len(models) * days, 2, FIELDS))
-    daily = {(models[k // days], month.first_day + timedelta(days=k % days)): t
-             for k, t in enumerate(day_tokens) if t.requests}
-    return RecordUsage(source, by_model, by_tenant, dict(sorted(pairs.items())), dict(sorted(daily.items())),
-                       tally.rows - tally.rows_outside, tally.rows_outside)
+    daily = {
+        (models[k // days], month.first_day + timedelta(days=k % days)): t
+        for k, t in enumerate(day_tokens)
+        if t.requests
+    }
+    return RecordUsage(
+        source,
+        by_model,
+        by_tenant,
+        dict(sorted(pairs.items())),
+        dict(sorted(daily.items())),
+        tally.rows - tally.rows_outside,
+        tally.rows_outside,
+    )
 
 
 def aggregate_records(

@@ -42,9 +42,12 @@ def _capacity(base: Plan, new: Plan) -> list[CapacityDelta]:
             tokens_per_s_before=b.decode_tokens_per_s_total if b else 0.0,
             tokens_per_s_after=a.decode_tokens_per_s_total if a else 0.0,
         )
-        if (delta.replicas_before, delta.concurrency_p50_before, delta.concurrency_p95_before,
-                delta.tokens_per_s_before) != (delta.replicas_after, delta.concurrency_p50_after,
-                                               delta.concurrency_p95_after, delta.tokens_per_s_after):
+        if (
+            delta.replicas_before,
+            delta.concurrency_p50_before,
+            delta.concurrency_p95_before,
+            delta.tokens_per_s_before,
+        ) != (delta.replicas_after, delta.concurrency_p50_after, delta.concurrency_p95_after, delta.tokens_per_s_after):
             out.append(delta)
     return out
 

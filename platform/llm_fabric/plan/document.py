@@ -103,7 +103,8 @@ class SiteUsage(FabricModel):
 
 class SolverReport(FabricModel):
     status: Literal["optimal", "feasible", "first-fit", "infeasible", "unknown", "model_invalid", "trivial"] = Field(
-        description="first-fit: the solver improved nothing within its time limit; the plan is the greedy start")
+        description="first-fit: the solver improved nothing within its time limit; the plan is the greedy start"
+    )
     objective: float
     best_bound: float
     gap: float = Field(description="relative gap between the objective and the solver's bound (0 = proven optimal)")
@@ -144,8 +145,14 @@ class PlanDiff(FabricModel):
 
     @property
     def empty(self) -> bool:
-        return not (self.replicas or self.capacity or self.new_violations or self.resolved_violations
-                    or self.new_shortfalls or self.resolved_shortfalls)
+        return not (
+            self.replicas
+            or self.capacity
+            or self.new_violations
+            or self.resolved_violations
+            or self.new_shortfalls
+            or self.resolved_shortfalls
+        )
 
 
 API_VERSION: Final = "llm-fabric/v1"

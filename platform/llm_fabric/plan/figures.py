@@ -19,8 +19,9 @@ from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import Deployment, PolicySet
 
 
-def engine_for(recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: str, util: float, *, priority: bool
-               ) -> tuple[list[str], dict[str, str]]:
+def engine_for(
+    recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: str, util: float, *, priority: bool
+) -> tuple[list[str], dict[str, str]]:
     cmd = engine_command(
         recipe,
         gpu=gpu,
@@ -52,22 +53,29 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
     return ", ".join(parts)
 
 
-def _estimates(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], catalog: GpuCatalog, util: float
-               ) -> list[dict[str, CapacityEstimate]]:
+def _estimates(
+    recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], catalog: GpuCatalog, util: float
+) -> list[dict[str, CapacityEstimate]]:
     cache: dict[tuple[str, int], dict[str, CapacityEstimate]] = {}
     out = []
     for r in reps:
         key = (r.gpu_model, r.tensor_parallel_size)
         if key not in cache:
-            est = replica_estimates(dep, recipe, catalog.get(r.gpu_model), r.tensor_parallel_size, r.quantization,
-                                    util)
+            est = replica_estimates(dep, recipe, catalog.get(r.gpu_model), r.tensor_parallel_size, r.quantization, util)
             cache[key] = est
         out.append(cache[key])
     return out
 
 
-def deployment_capacity(recipe: Recipe, dep: Deployment, demand: Demand, policies: PolicySet,
-                        replicas: list[ReplicaPlacement], catalog: GpuCatalog, util: float) -> DeploymentCapacity:
+def deployment_capacity(
+    recipe: Recipe,
+    dep: Deployment,
+    demand: Demand,
+    policies: PolicySet,
+    replicas: list[ReplicaPlacement],
+    catalog: GpuCatalog,
+    util: float,
+) -> DeploymentCapacity:
     reps = [r for r in replicas if r.deployment == dep.name]
     quant = reps[0].quantization if reps else recipe.quantization(dep.quantization)[0]
     ests = _estimates(recipe, dep, reps, catalog, util)
@@ -81,19 +89,27 @@ def deployment_capacity(recipe: Recipe, dep: Deployment, demand: Demand, policie
         wanted = dep.replicas or 0
         met = len(reps) >= wanted
     return DeploymentCapacity(
-        deployment=dep.name, recipe=recipe.id, quantization=quant, kv_cache_dtype=dep.kv_cache_dtype,
-        replicas_wanted=wanted, replicas_planned=len(reps),
+        deployment=dep.name,
+        recipe=recipe.id,
+        quantization=quant,
+        kv_cache_dtype=dep.kv_cache_dtype,
+        replicas_wanted=wanted,
+        replicas_planned=len(reps),
         target_sessions=dep.target.concurrent_sessions if dep.target else None,
-        target_context_tokens=ctx.target, context_p50=ctx.p50, context_p95=ctx.p95,
+        target_context_tokens=ctx.target,
+        context_p50=ctx.p50,
+        context_p95=ctx.p95,
         weights_gb=round(float(ests[0]["p50"].weights_gb), 1) if ests else 0.0,
         kv_pool_gb=round(min(float(e["p50"].kv_pool_gb) for e in ests), 1) if ests else 0.0,
         max_concurrency_p50=sum(int(e["p50"].max_concurrency) for e in ests),
         max_concurrency_p95=sum(int(e["p95"].max_concurrency) for e in ests),
         max_concurrency_target=target_total,
-        decode_tokens_per_s_single=round(min((float(e["p50"].decode_tokens_per_s_single) for e in ests),
-                                             default=0.0), 1),
-        decode_tokens_per_s_per_user=round(min((float(e["loaded"].decode_tokens_per_s_per_user) for e in ests),
-                                               default=0.0), 1),
+        decode_tokens_per_s_single=round(
+            min((float(e["p50"].decode_tokens_per_s_single) for e in ests), default=0.0), 1
+        ),
+        decode_tokens_per_s_per_user=round(
+            min((float(e["loaded"].decode_tokens_per_s_per_user) for e in ests), default=0.0), 1
+        ),
         decode_tokens_per_s_total=round(sum(float(e["loaded"].decode_tokens_per_s_total) for e in ests), 1),
         engine_summary=_summary(recipe, dep, reps, quant),
         data_classes=list(dep.data_classes),
@@ -103,15 +119,18 @@ def deployment_capacity(recipe: Recipe, dep: Deployment, demand: Demand, policie
     )
 
 
-def owner_allocations(site: SiteRepo, shares: dict[str, OwnerShare], replicas: list[ReplicaPlacement]
-                      ) -> dict[str, OwnerAllocation]:
+def owner_allocations(
+    site: SiteRepo, shares: dict[str, OwnerShare], replicas: list[ReplicaPlacement]
+) -> dict[str, OwnerAllocation]:
     out: dict[str, OwnerAllocation] = {}
     for owner, share in shares.items():
         mine = [r for r in replicas if r.owner == owner]
         dedicated = sum(len(r.gpu_indices) for r in mine if r.dedicated_for == owner)
         held = max(share.dedicated_gpus, dedicated)
         out[owner] = OwnerAllocation(
-            owner=owner, contributed_gpus=share.contributed, dedicated_gpus=held,
+            owner=owner,
+            contributed_gpus=share.contributed,
+            dedicated_gpus=held,
             lent_gpus=max(0, share.contributed - held) if share.lends else 0,
             used_by_pool_gpus=sum(len(r.gpu_indices) for r in mine if r.dedicated_for != owner),
             lend_surplus=share.lend_surplus,
@@ -124,6 +143,7 @@ def site_usage(site: SiteRepo, replicas: list[ReplicaPlacement]) -> dict[str, Si
     for name, spec in sorted(site.config.sites.items()):
         total = sum(n.gpus.count for n in site.nodes.values() if n.site == name and n.status == "active")
         used = sum(len(r.gpu_indices) for r in replicas if r.site == name)
-        out[name] = SiteUsage(site=name, country=spec.jurisdiction.country, gpus_total=total, gpus_used=used,
-                              gpus_free=total - used)
+        out[name] = SiteUsage(
+            site=name, country=spec.jurisdiction.country, gpus_total=total, gpus_used=used, gpus_free=total - used
+        )
     return out

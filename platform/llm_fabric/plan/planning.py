@@ -53,8 +53,15 @@ class PlanContext:
     def of(cls, site: SiteRepo) -> PlanContext:
         recipes = load_recipes()
         policies = effective_policies(site)
-        ctx = cls(site, policies, owner_shares(site, policies), recipes, load_gpu_catalog(), load_kernel_matrix(),
-                  site.config.defaults.gpu_memory_utilization)
+        ctx = cls(
+            site,
+            policies,
+            owner_shares(site, policies),
+            recipes,
+            load_gpu_catalog(),
+            load_kernel_matrix(),
+            site.config.defaults.gpu_memory_utilization,
+        )
         ctx.pinned = {n for d in site.deployments.values() for n in d.placement.nodes}
         for name, dep in site.deployments.items():
             r = recipes.get(dep.recipe)
@@ -78,9 +85,16 @@ class PlanContext:
         computed once per profile and node view instead of once per deployment and node class."""
         if dep.name not in self.profiles:
             reserving = frozenset(o for o, s in self.shares.items() if dep.name in s.reserved_replicas)
-            key = (tuple(dep.placement.nodes), tuple(dep.placement.sites), tuple(dep.placement.gpu_models),
-                   tuple(dep.data_classes), dep.dedicated_for, self.facts.get(dep.name), reserving,
-                   dep.recipe in self.recipes)
+            key = (
+                tuple(dep.placement.nodes),
+                tuple(dep.placement.sites),
+                tuple(dep.placement.gpu_models),
+                tuple(dep.data_classes),
+                dep.dedicated_for,
+                self.facts.get(dep.name),
+                reserving,
+                dep.recipe in self.recipes,
+            )
             self.profiles[dep.name] = self.interned.setdefault(key, len(self.interned))
         return self.profiles[dep.name]
 
@@ -96,8 +110,14 @@ class PlanContext:
         else:
             share = self.shares.get(node.owner)
             owner = node.owner if share is not None and share.pool_limit == 0 else ""
-        key = (node.status, node.site, node.tier, node.gpus.catalog_id, owner,
-               node.name if node.name in self.pinned else "")
+        key = (
+            node.status,
+            node.site,
+            node.tier,
+            node.gpus.catalog_id,
+            owner,
+            node.name if node.name in self.pinned else "",
+        )
         view = self.views[memo] = self.interned.setdefault(key, len(self.interned))
         return view
 
@@ -107,7 +127,8 @@ class PlanContext:
         if verdict is None:
             share = self.shares.get(node.owner)
             verdict = self.verdicts[key] = dep.recipe in self.recipes and not node_refusals(
-                self.site, self.policies, dep, node, self.facts.get(dep.name), share)
+                self.site, self.policies, dep, node, self.facts.get(dep.name), share
+            )
         return verdict
 
     def refusals(self, dep: Deployment, node: NodeManifest) -> list[str]:
@@ -122,8 +143,15 @@ def _sizing_key(dep: Deployment) -> Hashable:
     """Everything of a deployment that `size_on` reads: deployments of one shape share their sizing."""
     target = dep.target.context_tokens if dep.target else None
     context = (dep.context.p50, dep.context.p95) if dep.context else None
-    return (dep.recipe, dep.quantization, dep.tensor_parallel_size, dep.kv_cache_dtype, dep.max_model_len,
-            context, target)
+    return (
+        dep.recipe,
+        dep.quantization,
+        dep.tensor_parallel_size,
+        dep.kv_cache_dtype,
+        dep.max_model_len,
+        context,
+        target,
+    )
 
 
 def _owner_matters(ctx: PlanContext) -> set[str]:
@@ -146,8 +174,14 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
     for name, node in sorted(ctx.site.nodes.items()):
         if node.status != "active":
             continue
-        key: tuple[str, ...] = (node.gpus.catalog_id, str(node.gpus.count), node.site, node.tier,
-               node.owner if node.owner in owners else "", name if name in ctx.pinned else "")
+        key: tuple[str, ...] = (
+            node.gpus.catalog_id,
+            str(node.gpus.count),
+            node.site,
+            node.tier,
+            node.owner if node.owner in owners else "",
+            name if name in ctx.pinned else "",
+        )
         groups.setdefault(key, []).append(node)
     profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
     ctx.profile_slot = {p: i for i, p in enumerate(profiles)}
@@ -162,14 +196,21 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
         ctx.class_verdicts.append(verdicts)
         nodes.sort(key=lambda n: n.name)
         rep = nodes[0]
-        classes.append(NodeClass("/".join(k for k in key if k), tuple(n.name for n in nodes), rep.gpus.count,
-                                 owner=rep.owner if key[4] else None))
+        classes.append(
+            NodeClass(
+                "/".join(k for k in key if k),
+                tuple(n.name for n in nodes),
+                rep.gpus.count,
+                owner=rep.owner if key[4] else None,
+            )
+        )
         reps.append(rep)
     return classes, reps
 
 
-def _options(ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: list[NodeManifest],
-             info: DemandInfo) -> list[Option]:
+def _options(
+    ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: list[NodeManifest], info: DemandInfo
+) -> list[Option]:
     key = (ctx.profile(dep), _sizing_key(dep))
     options = ctx.options.get(key)
     slot = ctx.profile_slot.get(key[0])
@@ -182,8 +223,12 @@ def _options(ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: 
                     sized.append((c, s))
         best = max((s.sessions_per_replica for _, s in sized), default=1)
         options = ctx.options[key] = [
-            Option(c, s.tensor_parallel_size, capacity=max(1, s.sessions_per_replica),
-                   quality=round(9 * s.sessions_per_replica / max(1, best)))
+            Option(
+                c,
+                s.tensor_parallel_size,
+                capacity=max(1, s.sessions_per_replica),
+                quality=round(9 * s.sessions_per_replica / max(1, best)),
+            )
             for c, s in sized
         ]
     if not options:  # the reasons in words, for the shortfall that will say why nothing is placed
@@ -196,8 +241,9 @@ def _options(ctx: PlanContext, dep: Deployment, classes: list[NodeClass], reps: 
     return list(options)
 
 
-def build_demands(ctx: PlanContext, classes: list[NodeClass], reps: list[NodeManifest], base: Plan | None
-                  ) -> tuple[list[Demand], list[Deployment], list[DemandInfo]]:
+def build_demands(
+    ctx: PlanContext, classes: list[NodeClass], reps: list[NodeManifest], base: Plan | None
+) -> tuple[list[Demand], list[Deployment], list[DemandInfo]]:
     class_of = {n: c for c, cls in enumerate(classes) for n in cls.nodes}
     demands: list[Demand] = []
     deps: list[Deployment] = []
@@ -231,8 +277,9 @@ def _time_limit() -> float:
         return 10.0
 
 
-def _requests(problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
-              ) -> tuple[dict[int, list[Request]], dict[tuple[str, int], str | None]]:
+def _requests(
+    problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
+) -> tuple[dict[int, list[Request]], dict[tuple[str, int], str | None]]:
     """Replica requests per class (with their base seats), and who each replica is dedicated to."""
     per_class: dict[int, list[Request]] = {}
     dedicated: dict[tuple[str, int], str | None] = {}
@@ -242,8 +289,9 @@ def _requests(problem: PlacementProblem, sol: PlacementSolution, base: Plan | No
         for o, count in sorted(sol.counts[d].items()):
             opt = demand.options[o]
             cls = problem.classes[opt.node_class]
-            seats = [(r.node, tuple(r.gpu_indices)) for r in before
-                     if r.node in cls.nodes and len(r.gpu_indices) == opt.gpus]
+            seats = [
+                (r.node, tuple(r.gpu_indices)) for r in before if r.node in cls.nodes and len(r.gpu_indices) == opt.gpus
+            ]
             reserved_here = sol.dedicated[d].get(o, 0)
             for i in range(count):
                 node, gpus = seats[i] if i < len(seats) else (None, ())
@@ -275,8 +323,9 @@ def _index_replicas(seats: dict[tuple[str, int], Seat], base: Plan | None) -> di
     return out
 
 
-def decode(ctx: PlanContext, problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
-           ) -> list[ReplicaPlacement]:
+def decode(
+    ctx: PlanContext, problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
+) -> list[ReplicaPlacement]:
     per_class, dedicated = _requests(problem, sol, base)
     seats: dict[tuple[str, int], Seat] = {}
     for c, reqs in per_class.items():
@@ -294,22 +343,47 @@ def decode(ctx: PlanContext, problem: PlacementProblem, sol: PlacementSolution, 
         priority = owner is not None and (ctx.shares[owner].lend_surplus if owner in ctx.shares else False)
         shape = (dep.name, node.gpus.catalog_id, tp, priority)
         if shape not in engines:
-            engines[shape] = engine_for(ctx.recipes[dep.recipe], dep, ctx.catalog.get(node.gpus.catalog_id), tp,
-                                        sizing.quantization, ctx.util, priority=priority)
+            engines[shape] = engine_for(
+                ctx.recipes[dep.recipe],
+                dep,
+                ctx.catalog.get(node.gpus.catalog_id),
+                tp,
+                sizing.quantization,
+                ctx.util,
+                priority=priority,
+            )
         args, env = list(engines[shape][0]), dict(engines[shape][1])
-        out.append(ReplicaPlacement(
-            deployment=dep.name, index=index[key], node=node.name, site=node.site, owner=node.owner,
-            gpu_indices=list(seat.gpu_indices), gpu_model=node.gpus.catalog_id, tensor_parallel_size=tp,
-            quantization=sizing.quantization, engine_args=args, engine_env=env, dedicated_for=owner,
-            data_classes=list(dep.data_classes)))
+        out.append(
+            ReplicaPlacement(
+                deployment=dep.name,
+                index=index[key],
+                node=node.name,
+                site=node.site,
+                owner=node.owner,
+                gpu_indices=list(seat.gpu_indices),
+                gpu_model=node.gpus.catalog_id,
+                tensor_parallel_size=tp,
+                quantization=sizing.quantization,
+                engine_args=args,
+                engine_env=env,
+                dedicated_for=owner,
+                data_classes=list(dep.data_classes),
+            )
+        )
     return sorted(out, key=lambda r: (r.deployment, r.index))
 
 
 def _solver_report(sol: PlacementSolution, classes: int) -> SolverReport:
-    return SolverReport(status=sol.status if sol.variables else "trivial",
-                        objective=sol.objective, best_bound=sol.best_bound, gap=sol.gap,
-                        wall_seconds=round(sol.wall_seconds, 4), node_classes=classes, variables=sol.variables,
-                        moves=sol.moves)
+    return SolverReport(
+        status=sol.status if sol.variables else "trivial",
+        objective=sol.objective,
+        best_bound=sol.best_bound,
+        gap=sol.gap,
+        wall_seconds=round(sol.wall_seconds, 4),
+        node_classes=classes,
+        variables=sol.variables,
+        moves=sol.moves,
+    )
 
 
 def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
@@ -326,9 +400,13 @@ def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float |
     return Plan(
         federation=site.config.federation.name,
         replicas=replicas,
-        deployments={dep.name: deployment_capacity(ctx.recipes[dep.recipe], dep, demand, ctx.policies,
-                                                   by_dep.get(dep.name, []), ctx.catalog, ctx.util)
-                     for dep, demand in zip(deps, demands, strict=True) if dep.recipe in ctx.recipes},
+        deployments={
+            dep.name: deployment_capacity(
+                ctx.recipes[dep.recipe], dep, demand, ctx.policies, by_dep.get(dep.name, []), ctx.catalog, ctx.util
+            )
+            for dep, demand in zip(deps, demands, strict=True)
+            if dep.recipe in ctx.recipes
+        },
         shortfalls=shortfalls_of(problem, sol, infos, replicas),
         owners=owner_allocations(site, ctx.shares, replicas),
         sites=site_usage(site, replicas),

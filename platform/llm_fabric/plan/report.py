@@ -19,8 +19,7 @@ class Section:
 
 def _placement(plan: Plan) -> Section:
     rows = [
-        (r.deployment, str(r.index), seat(r), r.quantization, r.dedicated_for or "pool", r.site)
-        for r in plan.replicas
+        (r.deployment, str(r.index), seat(r), r.quantization, r.dedicated_for or "pool", r.site) for r in plan.replicas
     ]
     return Section("Placement", ("deployment", "replica", "node and GPUs", "quant", "serves", "site"), rows)
 
@@ -28,26 +27,61 @@ def _placement(plan: Plan) -> Section:
 def _capacity(plan: Plan) -> Section:
     rows = []
     for name, c in sorted(plan.deployments.items()):
-        target = f"{c.max_concurrency_target}/{c.target_sessions} @ {c.target_context_tokens}" if c.target_sessions \
-            else "-"
-        rows.append((
-            name, f"{c.replicas_planned}/{c.replicas_wanted}", f"{c.weights_gb:g}", f"{c.kv_pool_gb:g}",
-            f"{c.max_concurrency_p50} @ {c.context_p50}", f"{c.max_concurrency_p95} @ {c.context_p95}", target,
-            f"{c.decode_tokens_per_s_single:g}",
-            f"{c.decode_tokens_per_s_per_user:g} / {c.decode_tokens_per_s_total:g}",
-            "yes" if c.met else "NO", c.engine_summary,
-        ))
-    return Section("Capacity per deployment",
-                   ("deployment", "replicas", "weights GB", "KV pool GB", "sessions p50", "sessions p95", "target",
-                    "tok/s single", "tok/s loaded (user/total)", "met", "engine"), rows)
+        target = (
+            f"{c.max_concurrency_target}/{c.target_sessions} @ {c.target_context_tokens}" if c.target_sessions else "-"
+        )
+        rows.append(
+            (
+                name,
+                f"{c.replicas_planned}/{c.replicas_wanted}",
+                f"{c.weights_gb:g}",
+                f"{c.kv_pool_gb:g}",
+                f"{c.max_concurrency_p50} @ {c.context_p50}",
+                f"{c.max_concurrency_p95} @ {c.context_p95}",
+                target,
+                f"{c.decode_tokens_per_s_single:g}",
+                f"{c.decode_tokens_per_s_per_user:g} / {c.decode_tokens_per_s_total:g}",
+                "yes" if c.met else "NO",
+                c.engine_summary,
+            )
+        )
+    return Section(
+        "Capacity per deployment",
+        (
+            "deployment",
+            "replicas",
+            "weights GB",
+            "KV pool GB",
+            "sessions p50",
+            "sessions p95",
+            "target",
+            "tok/s single",
+            "tok/s loaded (user/total)",
+            "met",
+            "engine",
+        ),
+        rows,
+    )
 
 
 def _owners(plan: Plan) -> Section:
-    rows = [(o.owner, str(o.contributed_gpus), str(o.dedicated_gpus), str(o.lent_gpus), str(o.used_by_pool_gpus),
-             "yes" if o.lend_surplus else "no") for o in plan.owners.values()]
-    return Section("Allocations per owner (GPUs)",
-                   ("owner", "contributed", "dedicated", "lent", "running pool replicas", "lends idle dedicated"),
-                   rows, (f"reclaim order: {' > '.join(plan.reclaim_order)}",) if plan.reclaim_order else ())
+    rows = [
+        (
+            o.owner,
+            str(o.contributed_gpus),
+            str(o.dedicated_gpus),
+            str(o.lent_gpus),
+            str(o.used_by_pool_gpus),
+            "yes" if o.lend_surplus else "no",
+        )
+        for o in plan.owners.values()
+    ]
+    return Section(
+        "Allocations per owner (GPUs)",
+        ("owner", "contributed", "dedicated", "lent", "running pool replicas", "lends idle dedicated"),
+        rows,
+        (f"reclaim order: {' > '.join(plan.reclaim_order)}",) if plan.reclaim_order else (),
+    )
 
 
 def _sites(plan: Plan) -> Section:
@@ -57,36 +91,67 @@ def _sites(plan: Plan) -> Section:
 
 def _verdicts(plan: Plan) -> Section:
     rows = [(v.rule, ", ".join(v.objects), v.message, v.hint) for v in plan.violations]
-    rows += [("placement.shortfall", f"deployment/{s.deployment}", f"planned {s.planned} of {s.wanted} {s.unit}",
-              " ".join(s.reasons)) for s in plan.shortfalls]
+    rows += [
+        (
+            "placement.shortfall",
+            f"deployment/{s.deployment}",
+            f"planned {s.planned} of {s.wanted} {s.unit}",
+            " ".join(s.reasons),
+        )
+        for s in plan.shortfalls
+    ]
     s = plan.solver
-    note = (f"solver: {s.status}, gap {s.gap:.2%}, {s.wall_seconds:.2f} s, {s.node_classes} node classes, "
-            f"{s.variables} variables")
-    notes = (note, "policy verdict: all policies satisfied, every target met" if plan.complete else
-             "policy verdict: NOT satisfied (see the rows above)")
+    note = (
+        f"solver: {s.status}, gap {s.gap:.2%}, {s.wall_seconds:.2f} s, {s.node_classes} node classes, "
+        f"{s.variables} variables"
+    )
+    notes = (
+        note,
+        "policy verdict: all policies satisfied, every target met"
+        if plan.complete
+        else "policy verdict: NOT satisfied (see the rows above)",
+    )
     return Section("Policy verdicts", ("rule", "objects", "what", "what would satisfy it"), rows, notes)
 
 
 def _diff(diff: PlanDiff) -> list[Section]:
-    moves = Section(f"Changes against {diff.base_revision}: replicas",
-                    ("deployment", "replica", "change", "before", "after"),
-                    [(c.deployment, str(c.index), c.change, c.before or "-", c.after or "-") for c in diff.replicas],
-                    () if diff.replicas else ("no replica is added, moved or removed",))
-    cap = Section(f"Changes against {diff.base_revision}: capacity",
-                  ("deployment", "replicas", "sessions p50", "sessions p95", "tok/s total"),
-                  [(c.deployment, f"{c.replicas_before} -> {c.replicas_after}",
-                    f"{c.concurrency_p50_before} -> {c.concurrency_p50_after}",
-                    f"{c.concurrency_p95_before} -> {c.concurrency_p95_after}",
-                    f"{c.tokens_per_s_before:g} -> {c.tokens_per_s_after:g}") for c in diff.capacity],
-                  () if diff.capacity else ("capacity unchanged",))
+    moves = Section(
+        f"Changes against {diff.base_revision}: replicas",
+        ("deployment", "replica", "change", "before", "after"),
+        [(c.deployment, str(c.index), c.change, c.before or "-", c.after or "-") for c in diff.replicas],
+        () if diff.replicas else ("no replica is added, moved or removed",),
+    )
+    cap = Section(
+        f"Changes against {diff.base_revision}: capacity",
+        ("deployment", "replicas", "sessions p50", "sessions p95", "tok/s total"),
+        [
+            (
+                c.deployment,
+                f"{c.replicas_before} -> {c.replicas_after}",
+                f"{c.concurrency_p50_before} -> {c.concurrency_p50_after}",
+                f"{c.concurrency_p95_before} -> {c.concurrency_p95_after}",
+                f"{c.tokens_per_s_before:g} -> {c.tokens_per_s_after:g}",
+            )
+            for c in diff.capacity
+        ],
+        () if diff.capacity else ("capacity unchanged",),
+    )
     rows = [("new", v.rule, v.message) for v in diff.new_violations]
     rows += [("resolved", v.rule, v.message) for v in diff.resolved_violations]
-    rows += [("new", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
-             for s in diff.new_shortfalls]
-    rows += [("resolved", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
-             for s in diff.resolved_shortfalls]
-    pol = Section(f"Changes against {diff.base_revision}: policies", ("", "rule", "what"), rows,
-                  () if rows else ("no new policy violation or shortfall",))
+    rows += [
+        ("new", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
+        for s in diff.new_shortfalls
+    ]
+    rows += [
+        ("resolved", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
+        for s in diff.resolved_shortfalls
+    ]
+    pol = Section(
+        f"Changes against {diff.base_revision}: policies",
+        ("", "rule", "what"),
+        rows,
+        () if rows else ("no new policy violation or shortfall",),
+    )
     return [moves, cap, pol]
 
 

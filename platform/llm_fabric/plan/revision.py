@@ -19,8 +19,10 @@ def checkout_revision(site_dir: Path, rev: str, into: Path) -> Path:
     prefix = git(site_dir, "rev-parse", "--show-prefix").strip()
     probe = git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False).strip()
     if not probe:
-        raise UsageError(f"`{rev}` is not a revision of the git repository {top}",
-                         hint="use a branch, tag or commit, e.g. --base main or --base HEAD~1")
+        raise UsageError(
+            f"`{rev}` is not a revision of the git repository {top}",
+            hint="use a branch, tag or commit, e.g. --base main or --base HEAD~1",
+        )
     names = git(top, "ls-tree", "-r", "--name-only", rev, "--", prefix or ".").splitlines()
     for name in names:
         if not name.endswith((".yaml", ".yml")):

@@ -56,8 +56,9 @@ def _crowded(problem: PlacementProblem, demand: Demand, usage: dict[str, Counter
     return [*out, "the eligible nodes are full:", *_listed(lines)]
 
 
-def shortfalls_of(problem: PlacementProblem, sol: PlacementSolution, infos: list[DemandInfo],
-                  replicas: list[ReplicaPlacement]) -> list[Shortfall]:
+def shortfalls_of(
+    problem: PlacementProblem, sol: PlacementSolution, infos: list[DemandInfo], replicas: list[ReplicaPlacement]
+) -> list[Shortfall]:
     out: list[Shortfall] = []
     usage: dict[str, Counter[str]] = {}  # node -> deployment -> GPUs, built once for every shortfall
     for r in replicas:
@@ -67,18 +68,29 @@ def shortfalls_of(problem: PlacementProblem, sol: PlacementSolution, infos: list
             continue
         why = _blocked(problem, infos[d]) if not demand.options else _crowded(problem, demand, usage)
         if sol.status == "first-fit":
-            why = ["the plan is the first-fit start, not proven to place the most (solver status first-fit); "
-                   "a longer FABRIC_PLAN_TIME_LIMIT may place more", *why]
+            why = [
+                "the plan is the first-fit start, not proven to place the most (solver status first-fit); "
+                "a longer FABRIC_PLAN_TIME_LIMIT may place more",
+                *why,
+            ]
         if sol.missing[d] > 0:
             fixed = demand.replicas is not None
             wanted = demand.replicas if fixed else demand.sessions
-            out.append(Shortfall(deployment=demand.name, wanted=wanted or 0, planned=(wanted or 0) - sol.missing[d],
-                                 unit="replicas" if fixed else "sessions", reasons=why))
+            out.append(
+                Shortfall(
+                    deployment=demand.name,
+                    wanted=wanted or 0,
+                    planned=(wanted or 0) - sol.missing[d],
+                    unit="replicas" if fixed else "sessions",
+                    reasons=why,
+                )
+            )
         for owner, missing in sorted(sol.reserved_missing[d].items()):
             if missing <= 0:
                 continue
             k = demand.reserved[owner]
             note = f"`{owner}` reserves {k} replicas of `{demand.name}` on its own nodes"
-            out.append(Shortfall(deployment=demand.name, wanted=k, planned=k - missing, unit="replicas",
-                                 reasons=[note, *why]))
+            out.append(
+                Shortfall(deployment=demand.name, wanted=k, planned=k - missing, unit="replicas", reasons=[note, *why])
+            )
     return out

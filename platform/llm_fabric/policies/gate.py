@@ -52,24 +52,48 @@ def check_rules(site: SiteRepo, policies: PolicySet) -> list[Violation]:
     for dc in sorted(ranks):
         rule = policies.sovereignty.get(dc)
         if rule is None:
-            out.append(_violation(site, "fabric.yaml", "", ("data_classes", dc), rule="sovereignty.rule-missing",
-                                  objects=[f"data-class/{dc}"],
-                                  message=f"data class `{dc}` has no sovereignty rule; nothing may process it",
-                                  hint=f"add `sovereignty: {{{dc}: ...}}` to a file in policies/"))
+            out.append(
+                _violation(
+                    site,
+                    "fabric.yaml",
+                    "",
+                    ("data_classes", dc),
+                    rule="sovereignty.rule-missing",
+                    objects=[f"data-class/{dc}"],
+                    message=f"data class `{dc}` has no sovereignty rule; nothing may process it",
+                    hint=f"add `sovereignty: {{{dc}: ...}}` to a file in policies/",
+                )
+            )
             continue
         coll, name = _policy_file(site, dc)
         loc: tuple[str, ...] = ("sovereignty", dc) if coll == "policies" else ("data_classes", dc)
         if rule.external_fallback and (ranks[dc] == top or rule.federation_operators_only):
             why = "the most sensitive class" if ranks[dc] == top else "a class restricted to federation operators"
-            out.append(_violation(site, coll, name, (*loc, "external_fallback") if coll == "policies" else loc,
-                                  rule="sovereignty.external-fallback", objects=[f"data-class/{dc}"],
-                                  message=f"`{dc}` is {why} but allows external fallback providers",
-                                  hint=f"set external_fallback: false for `{dc}`"))
+            out.append(
+                _violation(
+                    site,
+                    coll,
+                    name,
+                    (*loc, "external_fallback") if coll == "policies" else loc,
+                    rule="sovereignty.external-fallback",
+                    objects=[f"data-class/{dc}"],
+                    message=f"`{dc}` is {why} but allows external fallback providers",
+                    hint=f"set external_fallback: false for `{dc}`",
+                )
+            )
         if rule.prompt_logging and ranks[dc] == top and top > 0:
-            out.append(_violation(site, coll, name, (*loc, "prompt_logging") if coll == "policies" else loc,
-                                  rule="sovereignty.prompt-logging", objects=[f"data-class/{dc}"],
-                                  message=f"`{dc}` is the most sensitive class but its prompts would be logged",
-                                  hint=f"set prompt_logging: false for `{dc}`"))
+            out.append(
+                _violation(
+                    site,
+                    coll,
+                    name,
+                    (*loc, "prompt_logging") if coll == "policies" else loc,
+                    rule="sovereignty.prompt-logging",
+                    objects=[f"data-class/{dc}"],
+                    message=f"`{dc}` is the most sensitive class but its prompts would be logged",
+                    hint=f"set prompt_logging: false for `{dc}`",
+                )
+            )
     return out
 
 
@@ -83,24 +107,46 @@ def check_allocations(site: SiteRepo, policies: PolicySet) -> list[Violation]:
             gpus = count * (dep.tensor_parallel_size or 1)
             loc = ("dedicated", "replicas", dep_name)
             if gpus > share.contributed:
-                out.append(_violation(site, "tenants", owner, loc, rule="allocation.exceeds-contribution",
-                                      objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
-                                      message=f"{count} dedicated replicas of `{dep_name}` need at least {gpus} GPUs; "
-                                      f"`{owner}` contributed {share.contributed}",
-                                      hint=f"reserve at most {share.contributed // (dep.tensor_parallel_size or 1)} "
-                                      f"replicas, or enroll more of `{owner}`'s machines"))
+                out.append(
+                    _violation(
+                        site,
+                        "tenants",
+                        owner,
+                        loc,
+                        rule="allocation.exceeds-contribution",
+                        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+                        message=f"{count} dedicated replicas of `{dep_name}` need at least {gpus} GPUs; "
+                        f"`{owner}` contributed {share.contributed}",
+                        hint=f"reserve at most {share.contributed // (dep.tensor_parallel_size or 1)} "
+                        f"replicas, or enroll more of `{owner}`'s machines",
+                    )
+                )
             if dep.replicas is not None and count > dep.replicas:
-                out.append(_violation(site, "tenants", owner, loc, rule="allocation.exceeds-deployment",
-                                      objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
-                                      message=f"`{owner}` reserves {count} replicas of `{dep_name}`, "
-                                      f"which has {dep.replicas}",
-                                      hint=f"raise `{dep_name}`'s replicas to {count} or reserve fewer"))
+                out.append(
+                    _violation(
+                        site,
+                        "tenants",
+                        owner,
+                        loc,
+                        rule="allocation.exceeds-deployment",
+                        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+                        message=f"`{owner}` reserves {count} replicas of `{dep_name}`, which has {dep.replicas}",
+                        hint=f"raise `{dep_name}`'s replicas to {count} or reserve fewer",
+                    )
+                )
             if dep.dedicated_for not in (None, owner):
-                out.append(_violation(site, "tenants", owner, loc, rule="allocation.other-tenants-deployment",
-                                      objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
-                                      message=f"`{dep_name}` is dedicated to `{dep.dedicated_for}`, "
-                                      f"not to `{owner}`",
-                                      hint=f"reserve replicas of a pool deployment, or one dedicated to `{owner}`"))
+                out.append(
+                    _violation(
+                        site,
+                        "tenants",
+                        owner,
+                        loc,
+                        rule="allocation.other-tenants-deployment",
+                        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+                        message=f"`{dep_name}` is dedicated to `{dep.dedicated_for}`, not to `{owner}`",
+                        hint=f"reserve replicas of a pool deployment, or one dedicated to `{owner}`",
+                    )
+                )
     return out
 
 
@@ -109,11 +155,19 @@ def check_nodes(site: SiteRepo) -> list[Violation]:
     for name, node in sorted(site.nodes.items()):
         for i, check in enumerate(node.checks):
             if check.status == "fail":
-                out.append(_violation(site, "nodes", name, ("checks", i, "status"), rule="tiers.rejected-node",
-                                      objects=[f"node/{name}"],
-                                      message=f"node `{name}` failed admission check `{check.id}` "
-                                      f"({check.value} against {check.threshold}); rejected nodes never join",
-                                      hint=f"remove nodes/{name}.yaml, or re-enroll the machine once it passes"))
+                out.append(
+                    _violation(
+                        site,
+                        "nodes",
+                        name,
+                        ("checks", i, "status"),
+                        rule="tiers.rejected-node",
+                        objects=[f"node/{name}"],
+                        message=f"node `{name}` failed admission check `{check.id}` "
+                        f"({check.value} against {check.threshold}); rejected nodes never join",
+                        hint=f"remove nodes/{name}.yaml, or re-enroll the machine once it passes",
+                    )
+                )
     return out
 
 
@@ -137,11 +191,18 @@ def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, Mode
         else:
             reasons = dict(sorted(reasons.items()))
             detail = "; ".join(f"{n}: {' and '.join(r)}" for n, r in reasons.items()) or "the federation has no nodes"
-            out.append(_violation(site, "deployments", name, ("data_classes",), rule="placement.no-eligible-node",
-                                  objects=[f"deployment/{name}", *(f"node/{n}" for n in reasons)],
-                                  message=f"no node may run `{name}` under the policies ({detail})",
-                                  hint="relax the deployment's placement or data classes, or enroll a node "
-                                  "that satisfies them"))
+            out.append(
+                _violation(
+                    site,
+                    "deployments",
+                    name,
+                    ("data_classes",),
+                    rule="placement.no-eligible-node",
+                    objects=[f"deployment/{name}", *(f"node/{n}" for n in reasons)],
+                    message=f"no node may run `{name}` under the policies ({detail})",
+                    hint="relax the deployment's placement or data classes, or enroll a node that satisfies them",
+                )
+            )
     return out
 
 

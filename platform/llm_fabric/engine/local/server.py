@@ -187,22 +187,49 @@ def start_engine(
     interpreter = python or engine_python()
     port = port or free_port()
     run_dir.mkdir(parents=True, exist_ok=True)
-    argv = [str(interpreter), "-m", ENTRY_MODULE, "--model", str(model), *engine_args,
-            "--host", "127.0.0.1", "--port", str(port)]
+    argv = [
+        str(interpreter),
+        "-m",
+        ENTRY_MODULE,
+        "--model",
+        str(model),
+        *engine_args,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     log_path = run_dir / "vllm.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=engine_environment(run_dir, env), cwd=run_dir, start_new_session=True,
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=engine_environment(run_dir, env),
+            cwd=run_dir,
+            start_new_session=True,
         )
-    return LocalEngine(pid=process.pid, port=port, model=str(model), run_dir=run_dir, log_path=log_path,
-                       argv=argv, process=process)
+    return LocalEngine(
+        pid=process.pid, port=port, model=str(model), run_dir=run_dir, log_path=log_path, argv=argv, process=process
+    )
 
 
 # flags of a GPU deployment that mean nothing (or something wrong) for the tiny model on a CPU
-_GPU_ONLY_WITH_VALUE = {"--host", "--port", "--tensor-parallel-size", "--quantization", "--kv-cache-dtype",
-                        "--gpu-memory-utilization", "--max-model-len", "--tokenizer-mode", "--tool-call-parser",
-                        "--chat-template", "--served-model-name", "--max-num-seqs"}
+_GPU_ONLY_WITH_VALUE = {
+    "--host",
+    "--port",
+    "--tensor-parallel-size",
+    "--quantization",
+    "--kv-cache-dtype",
+    "--gpu-memory-utilization",
+    "--max-model-len",
+    "--tokenizer-mode",
+    "--tool-call-parser",
+    "--chat-template",
+    "--served-model-name",
+    "--max-num-seqs",
+}
 _GPU_ONLY_FLAGS = {"--trust-remote-code", "--enable-auto-tool-choice", "--enable-expert-parallel"}
 
 

@@ -70,8 +70,15 @@ def tokenizer_json() -> dict[str, object]:
         index = len(vocab)
         vocab[content] = index
         added.append(
-            {"id": index, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": content in (BOS, EOS)}
+            {
+                "id": index,
+                "content": content,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": content in (BOS, EOS),
+            }
         )
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     return {
@@ -83,9 +90,18 @@ def tokenizer_json() -> dict[str, object]:
         "pre_tokenizer": byte_level,
         "post_processor": None,
         "decoder": byte_level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": []},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [],
+        },
     }
 
 
@@ -146,18 +162,32 @@ def build_tiny_model(directory: Path, *, seed: int = 0, shape: TinyModelShape | 
     vocab_size = len(vocab)
     bos_id, eos_id = vocab[BOS], vocab[EOS]
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": shape.hidden_size, "intermediate_size": shape.intermediate_size,
-        "num_hidden_layers": shape.layers, "num_attention_heads": shape.attention_heads,
-        "num_key_value_heads": shape.kv_heads, "head_dim": shape.head_dim, "hidden_act": "silu",
-        "max_position_embeddings": shape.max_positions, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-        "tie_word_embeddings": False, "vocab_size": vocab_size, "bos_token_id": bos_id, "eos_token_id": eos_id,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": shape.hidden_size,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.attention_heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": shape.max_positions,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "vocab_size": vocab_size,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
         "torch_dtype": "float32",
     }
     tokenizer_config = {
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS,
-        "model_max_length": shape.max_positions, "clean_up_tokenization_spaces": False,
-        "add_bos_token": False, "chat_template": CHAT_TEMPLATE,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": BOS,
+        "eos_token": EOS,
+        "model_max_length": shape.max_positions,
+        "clean_up_tokenization_spaces": False,
+        "add_bos_token": False,
+        "chat_template": CHAT_TEMPLATE,
     }
     files: dict[str, str | bytes] = {
         "config.json": json.dumps(config, indent=2),

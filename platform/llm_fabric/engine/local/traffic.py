@@ -69,8 +69,16 @@ def nearest_rank(values: Sequence[int], percent: int) -> int:
     return ordered[max(math.ceil(percent / 100 * len(ordered)), 1) - 1]
 
 
-def plan_burst(count: int, *, p50: int, p95: int, tenants: Sequence[str], max_prompt_tokens: int,
-               max_output_tokens: int = 32, seed: int = 0) -> list[PlannedRequest]:
+def plan_burst(
+    count: int,
+    *,
+    p50: int,
+    p95: int,
+    tenants: Sequence[str],
+    max_prompt_tokens: int,
+    max_output_tokens: int = 32,
+    seed: int = 0,
+) -> list[PlannedRequest]:
     """The burst's requests in sending order (shuffled lengths, unique prompts, tenants in turn)."""
     if not tenants:
         raise UsageError("a burst needs at least one tenant")
@@ -81,8 +89,15 @@ def plan_burst(count: int, *, p50: int, p95: int, tenants: Sequence[str], max_pr
     for index, length in enumerate(lengths):
         # a unique random text: no two prompts share a prefix-cache block, so the counts do not depend on order
         prompt = "".join(rng.choice(_ALPHABET) for _ in range(length))
-        planned.append(PlannedRequest(index=index, prompt=prompt, max_tokens=1 + rng.randrange(max_output_tokens),
-                                      tenant=tenants[index % len(tenants)], stream=index % 3 == 2))
+        planned.append(
+            PlannedRequest(
+                index=index,
+                prompt=prompt,
+                max_tokens=1 + rng.randrange(max_output_tokens),
+                tenant=tenants[index % len(tenants)],
+                stream=index % 3 == 2,
+            )
+        )
     return planned
 
 
@@ -90,18 +105,26 @@ def _stream_lines(response: Any) -> Iterator[dict[str, Any]]:
     for raw in response:
         line = raw.decode().strip()
         if line.startswith("data: ") and line != "data: [DONE]":
-            yield json.loads(line[len("data: "):])
+            yield json.loads(line[len("data: ") :])
 
 
-def send_request(base_url: str, served_model: str, request: PlannedRequest, deployment: str,
-                 timeout: float = 300) -> dict[str, Any]:
+def send_request(
+    base_url: str, served_model: str, request: PlannedRequest, deployment: str, timeout: float = 300
+) -> dict[str, Any]:
     """Send one planned completion; return its request record (the ledger's JSONL schema)."""
-    body: dict[str, Any] = {"model": served_model, "prompt": request.prompt, "max_tokens": request.max_tokens,
-                            "temperature": 0, "ignore_eos": True, "stream": request.stream}
+    body: dict[str, Any] = {
+        "model": served_model,
+        "prompt": request.prompt,
+        "max_tokens": request.max_tokens,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": request.stream,
+    }
     if request.stream:
         body["stream_options"] = {"include_usage": True}
-    http = urllib.request.Request(f"{base_url}/v1/completions", data=json.dumps(body).encode(),
-                                  headers={"Content-Type": "application/json"})
+    http = urllib.request.Request(
+        f"{base_url}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     arrived = datetime.now(UTC)
     start = time.monotonic()
     ttft_ms: float | None = None
@@ -122,9 +145,13 @@ def send_request(base_url: str, served_model: str, request: PlannedRequest, depl
     if usage is None:
         raise FabricError(f"the engine at {base_url} sent no usage for streamed request {request.index}")
     record: dict[str, Any] = {
-        "ts": arrived.isoformat(timespec="microseconds").replace("+00:00", "Z"), "model": deployment,
-        "tenant": request.tenant, "prompt_tokens": usage["prompt_tokens"],
-        "completion_tokens": usage["completion_tokens"], "status": "ok", "request_id": request_id,
+        "ts": arrived.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+        "model": deployment,
+        "tenant": request.tenant,
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "status": "ok",
+        "request_id": request_id,
     }
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
     if cached is not None:
@@ -134,8 +161,9 @@ def send_request(base_url: str, served_model: str, request: PlannedRequest, depl
     return record
 
 
-def send_burst(base_url: str, served_model: str, requests: Sequence[PlannedRequest], *, deployment: str,
-               concurrency: int = 4) -> list[dict[str, Any]]:
+def send_burst(
+    base_url: str, served_model: str, requests: Sequence[PlannedRequest], *, deployment: str, concurrency: int = 4
+) -> list[dict[str, Any]]:
     """Send every request, `concurrency` at a time; the records in planned order."""
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         return list(pool.map(lambda r: send_request(base_url, served_model, r, deployment), requests))

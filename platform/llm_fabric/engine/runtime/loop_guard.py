@@ -36,16 +36,27 @@ STOPS = Counter(
     "Generations ended by the fabric's loop guard (a repeated token cycle).",
     ["period_bucket"],
 )
-SETTING_KEYS = {"loop_guard_max_period": "max_period", "loop_guard_min_repeats": "min_repeats",
-                "loop_guard_min_span": "min_span"}
+SETTING_KEYS = {
+    "loop_guard_max_period": "max_period",
+    "loop_guard_min_repeats": "min_repeats",
+    "loop_guard_min_span": "min_span",
+}
 
 
 def _period_bucket(period: int) -> str:
     return "1" if period == 1 else "2-8" if period <= 8 else "9-32" if period <= 32 else "33+"
 
 
-_SWITCH: dict[object, bool] = {True: True, False: False, "true": True, "false": False, "on": True, "off": False,
-           "1": True, "0": False}
+_SWITCH: dict[object, bool] = {
+    True: True,
+    False: False,
+    "true": True,
+    "false": False,
+    "on": True,
+    "off": False,
+    "1": True,
+    "0": False,
+}
 
 
 def request_settings(base: LoopGuardSettings, extra_args: dict[str, Any] | None) -> LoopGuardSettings | None:

@@ -66,9 +66,18 @@ def coarsen(problem: PlacementProblem) -> Coarse:
         base: dict[int, int] = {}
         for c, n in demand.base.items():
             base[class_of[c]] = base.get(class_of[c], 0) + n
-        demands.append(Demand(demand.name, [Option(c, o.gpus, o.capacity, o.quality) for c, o in options.items()],
-                              demand.replicas, demand.sessions, demand.max_replicas, demand.dedicated_owner,
-                              dict(demand.reserved), base))
+        demands.append(
+            Demand(
+                demand.name,
+                [Option(c, o.gpus, o.capacity, o.quality) for c, o in options.items()],
+                demand.replicas,
+                demand.sessions,
+                demand.max_replicas,
+                demand.dedicated_owner,
+                dict(demand.reserved),
+                base,
+            )
+        )
     return Coarse(PlacementProblem(classes, demands, limits), class_of, share)
 
 

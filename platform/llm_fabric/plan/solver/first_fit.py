@@ -66,8 +66,9 @@ def _room(problem: PlacementProblem) -> _Room:
     for demand in problem.demands:
         for opt in demand.options:
             sizes[opt.node_class].add(opt.gpus)
-    room = _Room([{t: cls.slots(t) for t in sizes[c]} for c, cls in enumerate(problem.classes)],
-                 dict(problem.pool_limits))
+    room = _Room(
+        [{t: cls.slots(t) for t in sizes[c]} for c, cls in enumerate(problem.classes)], dict(problem.pool_limits)
+    )
     room.sizes = [sorted(s) for s in sizes]
     return room
 
@@ -220,7 +221,15 @@ def first_fit(problem: PlacementProblem, guide: list[dict[int, float]] | None = 
     for p in range(len(fills[0].passes) if fills else 0):
         for d in order:
             _step(problem, fills[d], room, p)
-    missing = [f.demand.replicas - sum(f.counts.values()) if f.demand.replicas is not None
-               else max(0, (f.demand.sessions or 0) - f.held()) for f in fills]
-    return StartPoint([f.counts for f in fills], [f.dedicated for f in fills], missing,
-                      [{w: k - f.reserved.get(w, 0) for w, k in f.demand.reserved.items() if k > 0} for f in fills])
+    missing = [
+        f.demand.replicas - sum(f.counts.values())
+        if f.demand.replicas is not None
+        else max(0, (f.demand.sessions or 0) - f.held())
+        for f in fills
+    ]
+    return StartPoint(
+        [f.counts for f in fills],
+        [f.dedicated for f in fills],
+        missing,
+        [{w: k - f.reserved.get(w, 0) for w, k in f.demand.reserved.items() if k > 0} for f in fills],
+    )

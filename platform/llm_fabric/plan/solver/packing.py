@@ -42,17 +42,20 @@ def _take(free: list[bool], block: tuple[int, ...]) -> None:
         free[i] = False
 
 
-def _pack(nodes: tuple[str, ...], gpus_per_node: int, requests: list[Request], keep_base: bool) -> dict[
-    tuple[str, int], Seat
-] | None:
+def _pack(
+    nodes: tuple[str, ...], gpus_per_node: int, requests: list[Request], keep_base: bool
+) -> dict[tuple[str, int], Seat] | None:
     free = {n: [True] * gpus_per_node for n in nodes}
     seats: dict[tuple[str, int], Seat] = {}
     rest: list[Request] = []
     for req in sorted(requests, key=lambda r: -r.gpus):
         block = req.base_gpus
         node_free = free.get(req.base_node or "")
-        if keep_base and node_free is not None and len(block) == req.gpus and all(
-            0 <= i < gpus_per_node and node_free[i] for i in block
+        if (
+            keep_base
+            and node_free is not None
+            and len(block) == req.gpus
+            and all(0 <= i < gpus_per_node and node_free[i] for i in block)
         ):
             _take(node_free, block)
             seats[req.key] = Seat(req.base_node or "", block)

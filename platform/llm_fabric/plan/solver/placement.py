@@ -69,8 +69,11 @@ def _first_value(problem: PlacementProblem, p: StartPoint) -> int:
 
 def _second_value(problem: PlacementProblem, p: StartPoint) -> int:
     """GPU economy: the GPUs of every replica, then its capacity short of the best option's."""
-    return sum(option_cost(demand.options[o].gpus, demand.options[o].quality) * n
-               for demand, counts in zip(problem.demands, p.counts, strict=True) for o, n in counts.items())
+    return sum(
+        option_cost(demand.options[o].gpus, demand.options[o].quality) * n
+        for demand, counts in zip(problem.demands, p.counts, strict=True)
+        for o, n in counts.items()
+    )
 
 
 @dataclass
@@ -116,8 +119,10 @@ def _lp_start(run: _Run) -> tuple[Relaxation | None, float | None, StartPoint]:
     problem = run.problem
     coarse: Coarse | None = coarsen(problem) if run.large else None
     lp_problem = coarse.problem if coarse is not None else problem
-    upper = [{o: upper_bound(lp_problem, d, o) for o in range(len(demand.options))}
-             for d, demand in enumerate(lp_problem.demands)]
+    upper = [
+        {o: upper_bound(lp_problem, d, o) for o in range(len(demand.options))}
+        for d, demand in enumerate(lp_problem.demands)
+    ]
     lp = relax(lp_problem, [_miss_weight(d) for d in lp_problem.demands], W_MISS, W_MOVE, upper)
     if lp is not None:
         lp.time_limit = lambda: run.left()
@@ -137,8 +142,9 @@ def _first_stage(run: _Run, start: StartPoint, b1: float | None) -> _Stage:
         return _Stage(start, value, b1, True)
     if run.large:
         return _Stage(start, value, min(b1 or 0.0, value), False)
-    point, bound, proven = run.model().minimise(run.model().first, start, run.left() * FIRST_STAGE_SHARE,
-                                                run.workers, 0.0)
+    point, bound, proven = run.model().minimise(
+        run.model().first, start, run.left() * FIRST_STAGE_SHARE, run.workers, 0.0
+    )
     bound = max(bound, b1 or 0.0)
     if point is None or _first_value(run.problem, point) > value:
         return _Stage(start, value, min(bound, value), False)

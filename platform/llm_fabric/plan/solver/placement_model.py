@@ -149,9 +149,10 @@ class PlacementModel:
         weights = [*miss_weights, *[w_miss] * len(rms), *[w_move] * len(v.moves)]
         self.first: Objective = ([*v.miss, *rms, *v.moves], weights)
         ys = [(d, o, y) for d, yd in enumerate(v.y) for o, y in yd.items()]
-        self.second: Objective = ([y for _, _, y in ys], [option_cost(problem.demands[d].options[o].gpus,
-                                                                      problem.demands[d].options[o].quality)
-                                                          for d, o, _ in ys])
+        self.second: Objective = (
+            [y for _, _, y in ys],
+            [option_cost(problem.demands[d].options[o].gpus, problem.demands[d].options[o].quality) for d, o, _ in ys],
+        )
 
     def hold(self, objective: Objective, at_most: int) -> None:
         self.model.add(LinearExpr.weighted_sum(*objective) <= at_most)
@@ -181,8 +182,9 @@ class PlacementModel:
             reserved_missing=[{w: int(solver.value(rm)) for w, rm in rms.items()} for rms in v.res_miss],
         )
 
-    def minimise(self, objective: Objective, start: StartPoint, time_s: float, workers: int, gap_limit: float
-                 ) -> tuple[StartPoint | None, float, bool]:
+    def minimise(
+        self, objective: Objective, start: StartPoint, time_s: float, workers: int, gap_limit: float
+    ) -> tuple[StartPoint | None, float, bool]:
         """The solver's best point (None: none in time), its bound on the objective, and whether it is proven."""
         self._hint(start)
         self.model.minimize(LinearExpr.weighted_sum(*objective))

@@ -76,8 +76,9 @@ def _row(solver: pywraplp.Solver, lo: float, hi: float, terms: Terms) -> None:
         row.SetCoefficient(x, w)
 
 
-def _demand_rows(lp: Relaxation, problem: PlacementProblem, demand: Demand, weight: int, w_miss: int,
-                 ub: dict[int, int]) -> dict[int, pywraplp.Variable]:
+def _demand_rows(
+    lp: Relaxation, problem: PlacementProblem, demand: Demand, weight: int, w_miss: int, ub: dict[int, int]
+) -> dict[int, pywraplp.Variable]:
     s, inf = lp.solver, lp.solver.infinity()
     ys = {o: s.NumVar(0, k, "") for o, k in ub.items() if k > 0}
     want = demand.replicas if demand.replicas is not None else demand.sessions or 0
@@ -103,8 +104,9 @@ def _demand_rows(lp: Relaxation, problem: PlacementProblem, demand: Demand, weig
     return ys
 
 
-def relax(problem: PlacementProblem, weights: list[int], w_miss: int, w_move: int,
-          upper: list[dict[int, int]]) -> Relaxation | None:
+def relax(
+    problem: PlacementProblem, weights: list[int], w_miss: int, w_move: int, upper: list[dict[int, int]]
+) -> Relaxation | None:
     """The LP of the model; `weights` per demand for a missed unit, `upper` per demand the option bounds.
 
     The pool limit leaves out the replicas of a deployment that the owner reserves (the model counts
