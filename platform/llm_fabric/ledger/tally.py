@@ -82,7 +82,7 @@ class Columns:
         return len(self.ts_us)
 
 
-def _tally_batch(
+def _tally_batch(  # type: ignore[no-untyped-def]
     ts,
     mcode,
     tcode,
@@ -93,7 +93,7 @@ def _tally_batch(
     cached,
     ttft,
     mmap,
-    tmap,  # type: ignore[no-untyped-def]
+    tmap,
     start_us,
     end_us,
     cells,
