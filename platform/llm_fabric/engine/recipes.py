@@ -130,6 +130,13 @@ def _auto_kv_dtype() -> list[KvCacheDtype]:
     return ["auto"]
 
 
+Parallelism = Literal["tp", "dp-ep"]
+
+
+def _tp_only() -> list[Parallelism]:
+    return ["tp"]
+
+
 class Recipe(FabricModel):
     version: Literal[1] = 1
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.-]*$")
@@ -142,6 +149,11 @@ class Recipe(FabricModel):
     default_quantization: QuantizationName
     kv_cache_dtypes: list[KvCacheDtype] = Field(default_factory=_auto_kv_dtype, min_length=1)
     tensor_parallel_sizes: list[int] = Field(min_length=1)
+    parallelism: list[Parallelism] = Field(
+        default_factory=_tp_only,
+        description="strategies a replica may use: tp (tensor parallel, pipeline stages across nodes); "
+        "dp-ep (data-parallel attention + expert parallelism, for MLA mixture-of-experts models)",
+    )
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     chat_template: str | None = Field(None, description="path of a chat template to pass to vLLM, if any")
@@ -158,6 +170,8 @@ class Recipe(FabricModel):
                 f"default_quantization `{self.default_quantization}` is not one of quantizations "
                 f"({', '.join(self.quantizations)})"
             )
+        if "dp-ep" in self.parallelism and self.architecture.experts is None:
+            raise ValueError("parallelism dp-ep needs a mixture-of-experts model (architecture.experts)")
         heads = self.architecture.attention_heads
         for tp in self.tensor_parallel_sizes:
             if tp < 1 or heads % tp:

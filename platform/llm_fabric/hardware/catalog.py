@@ -60,6 +60,7 @@ class GpuSpec(FabricModel):
     fp8: bool = Field(description="FP8 tensor cores in hardware")
     fp4: bool = Field(description="FP4 (NVFP4/MXFP4) tensor cores in hardware")
     interconnect: Interconnect
+    gpus_per_node: int = Field(8, ge=1, description="GPUs one node of this kind holds (HGX/DGX boards: 8)")
 
     @field_validator("pci_device_ids")
     @classmethod
