@@ -25,13 +25,19 @@ _ROWS = [
     ("kv_bytes_per_token", "KV bytes per token"),
     ("kv_pool_gb", "KV pool (GB, all GPUs)"),
     ("kv_sessions", "sessions the KV pool holds"),
-    ("max_num_seqs", "max-num-seqs per replica"),
+    ("max_num_seqs", "max-num-seqs per engine core"),
     ("max_concurrency", "max concurrency at context"),
     ("replicas_needed", "replicas needed for users"),
-    ("decode_tokens_per_s_single", "decode tok/s, one stream"),
-    ("decode_tokens_per_s_per_user", "decode tok/s per user"),
-    ("decode_tokens_per_s_total", "decode tok/s total"),
-    ("prefill_seconds", "prefill of one context (s)"),
+    ("decode_tokens_per_s_single", "ceiling: decode tok/s, one stream"),
+    ("decode_tokens_per_s_per_user", "ceiling: decode tok/s per user"),
+    ("decode_tokens_per_s_total", "ceiling: decode tok/s total"),
+    ("prefill_seconds", "prefill of one context at 50% of peak (s)"),
+]
+_SPEED_ROWS = [
+    ("output_tokens_per_s_total", "output tok/s total"),
+    ("output_tokens_per_s_per_user", "output tok/s per user"),
+    ("itl_ms", "inter-token latency (ms)"),
+    ("ttft_ms", "time to first token (ms)"),
 ]
 
 
@@ -39,8 +45,17 @@ _max_num_seqs_option = click.option(
     "--max-num-seqs",
     type=int,
     default=None,
-    help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
+    help="Sequences a replica (each DP rank) runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
 )
+
+
+def _users(value: str) -> int | str:
+    if value == "max":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"`{value}` is neither a number of sessions nor `max`") from None
 
 
 def _fmt(value: object) -> str:
@@ -52,10 +67,12 @@ def _fmt(value: object) -> str:
 
 
 def _print_estimate(est: CapacityEstimate) -> None:
+    nodes = f" on {est.nodes} nodes of {est.gpus_per_node}" if est.nodes > 1 else ""
     title = (
-        f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}, "
-        f"TP {est.tensor_parallel_size} = {est.replicas} replica(s); context {est.context_tokens:,}, "
-        f"{est.users:,} user(s)"
+        f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}: "
+        f"{est.layout.describe()} = {est.replicas} replica(s) of {est.replica_gpus} GPUs{nodes}; "
+        f"context {est.context_tokens:,}; traffic {est.input_tokens:,} in / {est.output_tokens:,} out, "
+        f"{est.users:,} user(s){' (max)' if est.users_max else ''}"
     )
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("figure")
@@ -63,20 +80,61 @@ def _print_estimate(est: CapacityEstimate) -> None:
     data = est.as_dict()
     for key, label in _ROWS:
         table.add_row(label, _fmt(data[key]))
+    if est.ceiling is not None and est.expected is not None and est.fits:
+        ceiling, expected = est.ceiling.as_dict(), est.expected.as_dict()
+        low, high = est.expected.error_band or (1.0, 1.0)
+        for key, label in _SPEED_ROWS:
+            table.add_row(f"ceiling: {label}", _fmt(ceiling[key]))
+        for key, label in _SPEED_ROWS:
+            table.add_row(f"expected: {label}", _fmt(expected[key]))
+        table.add_row("expected: error band (x measured/expected)", f"{low:.2f} - {high:.2f}")
+    if est.latency_target:
+        at = est.concurrency_at_target
+        table.add_row(f"sessions per replica at {est.latency_target.describe()}", _fmt(at) if at else "none")
+        table.add_row("replicas needed at the target", _fmt(est.replicas_at_target or 0))
+        if est.target_reason:
+            table.add_row("target", est.target_reason)
     table.add_row("fits", "[green]yes[/]" if est.fits else f"[red]no[/]: {est.reason}")
     console.print(table)
+    for other in est.strategies:
+        mark = "chosen" if other.strategy == est.strategy else "also computed"
+        verdict = (
+            f"{other.max_concurrency:,} sessions, {other.replicas_needed:,} replica(s) needed, expected "
+            f"{other.expected_output_tokens_per_s_total:,.0f} output tok/s"
+            if other.fits
+            else f"does not fit: {other.reason}"
+        )
+        console.print(f"{mark}: {other.strategy} ({other.layout}): {verdict}", markup=False)
     console.print(f"kernel: {est.kernel}", markup=False)
 
 
 @click.command("capacity")
 @click.option("--model", "model", metavar="ID", help="Recipe id (engine/models/ID.yaml).")
 @click.option("--gpu", "gpu_id", metavar="GPU_ID", help="GPU catalog id, e.g. h200.")
-@click.option("--count", type=int, help="Number of GPUs.")
+@click.option("--count", type=int, help="Number of GPUs (more than one node holds: a multi-node replica).")
+@click.option("--gpus-per-node", type=int, default=None, help="GPUs in one node (default: the catalog's, 8 mostly).")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel size (default: the one holding most sessions).")
+@click.option(
+    "--parallelism",
+    type=click.Choice(["tp", "dp-ep", "auto"]),
+    default="auto",
+    show_default=True,
+    help="tp: tensor parallel (pipeline stages across nodes); dp-ep: data-parallel attention + expert "
+    "parallelism (MLA MoE recipes); auto: compute each the recipe supports, keep the best.",
+)
 @click.option("--quantization", default=None, help="One the recipe offers (default: the recipe's).")
 @click.option("--kv-dtype", default=None, help="KV-cache dtype (auto, fp8, ...).")
-@click.option("--context", type=int, default=DEFAULT_CONTEXT_TOKENS, show_default=True, help="Tokens per session.")
-@click.option("--users", type=int, default=1, show_default=True, help="Concurrent sessions.")
+@click.option(
+    "--context",
+    type=int,
+    default=None,
+    help=f"Tokens a session holds in the KV cache (default: input + output tokens, else {DEFAULT_CONTEXT_TOKENS}).",
+)
+@click.option("--input-tokens", type=int, default=None, help="Prompt tokens per request (default: the context).")
+@click.option("--output-tokens", type=int, default=None, help="Output tokens per request (default: 1024).")
+@click.option("--users", default="1", show_default=True, help="Concurrent sessions, or `max` (as many as admitted).")
+@click.option("--itl-ms", type=float, default=None, help="Latency target: expected inter-token latency at most this.")
+@click.option("--ttft-ms", type=float, default=None, help="Latency target: expected time to first token at most this.")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @_max_num_seqs_option
 @click.option(
@@ -94,11 +152,17 @@ def capacity_command(
     model: str | None,
     gpu_id: str | None,
     count: int | None,
+    gpus_per_node: int | None,
     tp: int | None,
+    parallelism: str,
     quantization: str | None,
     kv_dtype: str | None,
-    context: int,
-    users: int,
+    context: int | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    users: str,
+    itl_ms: float | None,
+    ttft_ms: float | None,
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
     site_dir: Path | None,
@@ -107,10 +171,17 @@ def capacity_command(
 ) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
 
+    Speeds come twice: the ceiling (roofline: datasheet bandwidth and FLOPs, nothing else) and the
+    expected figure (calibrated on published measurements, with its error band; docs/capacity.md).
+
     \b
     Examples:
       fabric capacity --model llama-3.3-70b --gpu h200 --count 1 --context 3000 --users 48
-      fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 100000 --json
+      fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 100000 --users 300 --json
+      fabric capacity --model deepseek-v3 --gpu b200 --count 8 --input-tokens 1000 --output-tokens 1000 --users max
+      fabric capacity --model llama-3.3-70b --gpu h200 --count 8 --input-tokens 2000 --output-tokens 500 \\
+          --users 500 --itl-ms 50
+      fabric capacity --model deepseek-v3 --gpu h100-sxm --count 16
       fabric capacity -C ./site
     """
     if legacy_site_dir is not None:
@@ -123,7 +194,7 @@ def capacity_command(
         return _site(site_dir, as_json)
     if not (model and gpu_id and count):
         raise click.UsageError("--model, --gpu and --count are required (or -C DIR for a site repo)")
-    from llm_fabric.engine.capacity import estimate
+    from llm_fabric.engine.capacity import LatencyTarget, estimate
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -135,9 +206,14 @@ def capacity_command(
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
         context_tokens=context,
-        users=users,
+        users=_users(users),  # type: ignore[arg-type]
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        parallelism=parallelism,  # type: ignore[arg-type]
+        gpus_per_node=gpus_per_node,
+        latency_target=LatencyTarget(itl_ms, ttft_ms),
     )
     if as_json:
         print_json(est.as_dict())

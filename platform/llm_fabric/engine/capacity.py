@@ -448,26 +448,8 @@ class _Job:
         # the decode-only ceiling at the context (no prefill): the figures `fabric capacity` always showed
         single = 1.0 / step_seconds(shape, gpu, layout, 1, self.context, None) if fits else 0.0
         per_user = 1.0 / step_seconds(shape, gpu, layout, batch, self.context, None) if batch else 0.0
-        ceiling = replica_speed(
-            shape,
-            gpu,
-            layout,
-            input_tokens=self.isl,
-            output_tokens=self.osl,
-            batch=batch,
-            replicas=replicas,
-            consts=None,
-        )
-        expected = replica_speed(
-            shape,
-            gpu,
-            layout,
-            input_tokens=self.isl,
-            output_tokens=self.osl,
-            batch=batch,
-            replicas=replicas,
-            consts=self.consts,
-        )
+        ceiling = self.speed(layout, batch, replicas, None)
+        expected = self.speed(layout, batch, replicas, self.consts)
         at_target, replicas_target, target_reason = (
             self.at_target(layout, per_replica, users) if fits else (None, None, None)
         )
@@ -515,39 +497,35 @@ class _Job:
             users_max=self.users == "max",
         )
 
+    def speed(self, layout: Layout, batch: int, replicas: int, consts: SpeedConstants | None) -> Speed:
+        """Speed at this job's traffic: the ceiling (`consts=None`) or the expected figure."""
+        return replica_speed(
+            self.shape,
+            self.gpu,
+            layout,
+            input_tokens=self.isl,
+            output_tokens=self.osl,
+            batch=batch,
+            replicas=replicas,
+            consts=consts,
+        )
+
     def at_target(self, layout: Layout, per_replica: int, users: int) -> tuple[int | None, int | None, str | None]:
         """The most sessions a replica runs at the latency target (expected speed), and the replicas for users."""
         if not self.target:
             return None, None, None
 
-        def meets(batch: int) -> bool:
-            speed = replica_speed(
-                self.shape,
-                self.gpu,
-                layout,
-                input_tokens=self.isl,
-                output_tokens=self.osl,
-                batch=batch,
-                consts=self.consts,
+        if not self.target.met_by(self.speed(layout, 1, 1, self.consts)):
+            one = self.speed(layout, 1, 1, self.consts)
+            why = (
+                f"even one session misses {self.target.describe()} (expected ITL {one.itl_ms:.1f} ms, "
+                f"TTFT {one.ttft_ms:.0f} ms on {layout.describe()})"
             )
-            return self.target.met_by(speed)
-
-        if not meets(1):
-            one = replica_speed(
-                self.shape, self.gpu, layout, input_tokens=self.isl, output_tokens=self.osl, batch=1, consts=self.consts
-            )
-            return (
-                None,
-                None,
-                (
-                    f"even one session misses {self.target.describe()} (expected ITL "
-                    f"{one.itl_ms:.1f} ms, TTFT {one.ttft_ms:.0f} ms on {layout.describe()})"
-                ),
-            )
+            return None, None, why
         low, high = 1, per_replica  # expected ITL and TTFT grow with the batch: bisect the largest that meets
         while low < high:
             mid = (low + high + 1) // 2
-            low, high = (mid, high) if meets(mid) else (low, mid - 1)
+            low, high = (mid, high) if self.target.met_by(self.speed(layout, mid, 1, self.consts)) else (low, mid - 1)
         return low, math.ceil(users / low), None
 
 

@@ -77,3 +77,36 @@ def tp_layout(tp: int, gpus_per_node: int, nodes: int = 1) -> Layout:
 
 def dp_ep_layout(ranks: int, gpus_per_node: int) -> Layout:
     return Layout("dp-ep", data_parallel_size=ranks, gpus_per_node=gpus_per_node)
+
+
+# A LeaderWorkerSet sets these in every pod of a group; the serving container expands them.
+LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+MASTER_PORT = 29501  # vLLM's default --master-port (torch.distributed rendezvous of multi-node TP/PP)
+DP_RPC_PORT = 13345  # --data-parallel-rpc-port: the DP coordinator's handshake, the same on every node
+
+
+def engine_parallel_args(layout: Layout, *, node_rank: int = 0, leader_address: str = LEADER_ADDRESS) -> list[str]:
+    """`vllm serve` flags (vLLM 0.32) of a layout, for the pod of node `node_rank` (0: the leader, API server).
+
+    Multi-node TP/PP runs vLLM's multiprocessing executor across nodes (`--nnodes --node-rank
+    --master-addr`), multi-node DP-EP one DP engine per GPU with `--data-parallel-size-local`; the
+    nodes after the first run `--headless` (no API server).
+    """
+    if layout.strategy == "dp-ep":
+        args = ["--tensor-parallel-size", "1", "--data-parallel-size", str(layout.data_parallel_size)]
+        args.append("--enable-expert-parallel")
+        if layout.multi_node:
+            local = layout.gpus_per_node
+            args += ["--data-parallel-size-local", str(local), "--data-parallel-address", leader_address]
+            args += ["--data-parallel-rpc-port", str(DP_RPC_PORT)]
+            if node_rank > 0:
+                args += ["--data-parallel-start-rank", str(node_rank * local), "--headless"]
+        return args
+    args = ["--tensor-parallel-size", str(layout.tensor_parallel_size)]
+    if layout.pipeline_parallel_size > 1:
+        pp = str(layout.pipeline_parallel_size)
+        args += ["--pipeline-parallel-size", pp, "--nnodes", pp, "--node-rank", str(node_rank)]
+        args += ["--master-addr", leader_address, "--master-port", str(MASTER_PORT)]
+        if node_rank > 0:
+            args.append("--headless")
+    return args

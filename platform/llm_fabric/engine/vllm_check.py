@@ -54,6 +54,27 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
     return cases, refused
 
 
+def layout_cases(recipes: dict[str, Recipe] | None = None) -> list[ArgCase]:
+    """Every parallelism layout the capacity model can choose, for every node of a multi-node replica:
+    DP-EP on one node and on two, TP x PP on two nodes (leader and headless worker)."""
+    from llm_fabric.engine.parallelism import Layout, dp_ep_layout, tp_layout
+
+    cases: list[ArgCase] = []
+    gpu = load_gpu_catalog().get("h200")
+    for recipe in (recipes or load_recipes()).values():
+        layouts: list[Layout] = [tp_layout(max(t for t in recipe.tensor_parallel_sizes if t <= 8), 8, nodes=2)]
+        if "dp-ep" in recipe.parallelism:
+            layouts += [dp_ep_layout(8, 8), dp_ep_layout(16, 8)]
+        for layout in layouts:
+            for rank in range(layout.nodes):
+                try:
+                    command = engine_command(recipe, gpu=gpu, layout=layout, node_rank=rank)
+                except PolicyRefusal:
+                    continue
+                cases.append(ArgCase(f"layout: {recipe.id}, {layout.describe()}, node {rank}", command.args))
+    return cases
+
+
 def check_with_vllm(cases: list[ArgCase], python: Path | None = None, timeout: float = 300) -> list[ArgVerdict]:
     """Run the cases through the installed vLLM's parser and registries."""
     interpreter = python or engine_python()
