@@ -25,7 +25,7 @@ _ROWS = [
     ("kv_bytes_per_token", "KV bytes per token"),
     ("kv_pool_gb", "KV pool (GB, all GPUs)"),
     ("kv_sessions", "sessions the KV pool holds"),
-    ("max_num_seqs", "max-num-seqs per engine core"),
+    ("max_num_seqs", "max-num-seqs per replica (per DP rank)"),
     ("max_concurrency", "max concurrency at context"),
     ("replicas_needed", "replicas needed for users"),
     ("decode_tokens_per_s_single", "ceiling: decode tok/s, one stream"),

@@ -223,6 +223,7 @@ def estimate(
     gpus_per_node: int | None = None,
     latency_target: LatencyTarget | None = None,
     constants: SpeedConstants | None = None,
+    layout: Layout | None = None,
 ) -> CapacityEstimate:
     """Capacity of `count` GPUs of one model serving `recipe` in replicas of one layout.
 
@@ -232,7 +233,8 @@ def estimate(
     sequences per engine core (default: default_max_num_seqs(gpu)), however many more its KV pool
     could hold: `max_concurrency` is the smaller of the two. `users="max"` answers for as many
     sessions as the replicas admit. Replicas stay inside a node of `gpus_per_node` GPUs (default:
-    the catalog's) unless the model fits no single node.
+    the catalog's) unless the model fits no single node. `layout` evaluates exactly that replica shape
+    (the planner's sizing), without choosing.
     """
     if context_tokens is None:
         context_tokens = (input_tokens or 0) + (output_tokens or 0) or DEFAULT_CONTEXT_TOKENS
@@ -262,6 +264,8 @@ def estimate(
         target,
         constants or fitted_constants(),
     )
+    if layout is not None:
+        return job.evaluate(layout)
     strategies = _strategies(recipe, parallelism, tensor_parallel_size)
     results = [job.best(strategy, tensor_parallel_size) for strategy in strategies]
     chosen = max(results, key=_preference)

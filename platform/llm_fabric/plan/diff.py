@@ -9,7 +9,9 @@ from llm_fabric.plan.document import CapacityDelta, Plan, PlanDiff, ReplicaChang
 
 def seat(r: ReplicaPlacement) -> str:
     gpus = ",".join(map(str, r.gpu_indices))
-    return f"{r.node} GPUs {gpus} ({r.tensor_parallel_size}x{r.gpu_model})"
+    if r.parallelism == "tp" and not r.worker_nodes:
+        return f"{r.node} GPUs {gpus} ({r.tensor_parallel_size}x{r.gpu_model})"
+    return f"{'+'.join(r.nodes)} GPUs {gpus} each ({r.layout(len(r.gpu_indices)).describe()}, {r.gpu_model})"
 
 
 def _replica_changes(base: Plan, new: Plan) -> list[ReplicaChange]:

@@ -10,6 +10,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from llm_fabric.engine.parallelism import Layout, tp_layout
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
@@ -151,6 +152,8 @@ def _sizing_key(dep: Deployment) -> Hashable:
         dep.max_model_len,
         context,
         target,
+        dep.parallelism,
+        (dep.target.itl_ms, dep.target.ttft_ms, dep.target.output_tokens) if dep.target else None,
     )
 
 
@@ -225,7 +228,7 @@ def _options(
         options = ctx.options[key] = [
             Option(
                 c,
-                s.tensor_parallel_size,
+                s.gpus,
                 capacity=max(1, s.sessions_per_replica),
                 quality=round(9 * s.sessions_per_replica / max(1, best)),
             )
@@ -333,21 +336,21 @@ def decode(
         seats.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
     index = _index_replicas(seats, base)
     out: list[ReplicaPlacement] = []
-    engines: dict[tuple[str, str, int, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
+    engines: dict[tuple[str, str, Layout, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
     for key, seat in seats.items():
         dep = ctx.site.deployments[key[0]]
         node = ctx.site.nodes[seat.node]
-        tp = len(seat.gpu_indices)
         sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count)
+        layout = sizing.layout or tp_layout(len(seat.gpu_indices), node.gpus.count)
         owner = dedicated[key]
         priority = owner is not None and (ctx.shares[owner].lend_surplus if owner in ctx.shares else False)
-        shape = (dep.name, node.gpus.catalog_id, tp, priority)
+        shape = (dep.name, node.gpus.catalog_id, layout, priority)
         if shape not in engines:
             engines[shape] = engine_for(
                 ctx.recipes[dep.recipe],
                 dep,
                 ctx.catalog.get(node.gpus.catalog_id),
-                tp,
+                layout,
                 sizing.quantization,
                 ctx.util,
                 priority=priority,
@@ -362,7 +365,9 @@ def decode(
                 owner=node.owner,
                 gpu_indices=list(seat.gpu_indices),
                 gpu_model=node.gpus.catalog_id,
-                tensor_parallel_size=tp,
+                tensor_parallel_size=layout.tensor_parallel_size,
+                parallelism=layout.strategy,
+                data_parallel_size=layout.data_parallel_size,
                 quantization=sizing.quantization,
                 engine_args=args,
                 engine_env=env,

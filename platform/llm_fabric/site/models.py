@@ -188,6 +188,11 @@ class Tenant(FabricModel):
 class Target(FabricModel):
     concurrent_sessions: int = Field(ge=1)
     context_tokens: int = Field(ge=1)
+    itl_ms: float | None = Field(
+        None, gt=0, description="latency target: expected inter-token latency per session at most this (ms)"
+    )
+    ttft_ms: float | None = Field(None, gt=0, description="latency target: expected time to first token (ms)")
+    output_tokens: int = Field(1024, ge=1, description="output tokens per request, for the speed at the target")
 
 
 class ContextProfile(FabricModel):
@@ -219,6 +224,11 @@ class Deployment(FabricModel):
     quantization: str | None = Field(None, description="one the recipe offers; default: the recipe's default")
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = Field(None, ge=1)
+    parallelism: Literal["tp", "dp-ep", "auto"] = Field(
+        "auto",
+        description="tp: tensor parallel (pipeline stages across nodes when one node cannot hold the model); "
+        "dp-ep: data-parallel attention + expert parallelism (MLA MoE recipes); auto: the one needing fewest GPUs",
+    )
     replicas: int | None = Field(None, ge=0)
     target: Target | None = None
     max_model_len: int | None = Field(None, ge=1)

@@ -183,7 +183,7 @@ def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
 
 def startup_failure_threshold(node: NodeManifest, replica: ReplicaPlacement, options: StackOptions) -> int:
     """Probe attempts to cover a cold start: weights fit in the replica's GPU memory, streamed from disk."""
-    gpu_gb = replica.tensor_parallel_size * node.gpus.memory_mib * 1024 * 1024 / 1e9
+    gpu_gb = len(replica.gpu_indices) * node.gpus.memory_mib * 1024 * 1024 / 1e9
     budget = options.startup_base_seconds + options.startup_seconds_per_gb * gpu_gb
     return math.ceil(budget / PROBE_PERIOD)
 
@@ -215,7 +215,7 @@ def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOpti
         "args": engine_arguments(replica),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
-        "resources": {"limits": {resource: str(replica.tensor_parallel_size)}},
+        "resources": {"limits": {resource: str(len(replica.gpu_indices))}},
         "startupProbe": probe(PROBE_PERIOD, startup_failure_threshold(node, replica, options)),
         "readinessProbe": probe(10, 3),
         # a long prefill can starve /health for a while; restart only after minutes of silence
