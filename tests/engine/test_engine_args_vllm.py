@@ -27,7 +27,9 @@ def test_every_recipe_on_every_gpu_that_can_run_it_passes_vllm(engine_python_pat
     cases, refused = recipe_cases()
     cases += layout_cases()  # DP-EP and multi-node layouts, leader and headless workers
     recipes = load_recipes()
-    assert {c.label.split(" on ")[0] for c in cases if not c.label.startswith("layout: ")} == set(recipes)  # no recipe skipped
+    assert {c.label.split(" on ")[0] for c in cases if not c.label.startswith("layout: ")} == set(
+        recipes
+    )  # no recipe skipped
     assert any("DP 16 + EP" in c.label and "node 1" in c.label for c in cases)
     verdicts = check_with_vllm(cases + BROKEN, python=engine_python_path)
     by_label = {v.label: v for v in verdicts}

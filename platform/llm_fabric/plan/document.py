@@ -44,6 +44,9 @@ class ReplicaPlacement(FabricModel):
     )
     quantization: str
     engine_args: list[str] = Field(description="`vllm serve` arguments after `serve`, model first")
+    worker_engine_args: list[str] = Field(
+        default_factory=list, description="a multi-node replica's arguments on its second node (node rank 1)"
+    )
     engine_env: dict[str, str] = Field(default_factory=dict)
     dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
     data_classes: list[str]

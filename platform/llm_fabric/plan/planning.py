@@ -16,6 +16,7 @@ from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
 from llm_fabric.plan.figures import deployment_capacity, engine_for, owner_allocations, site_usage
+from llm_fabric.plan.multinode import MultiNodePlan, plan_multi_node
 from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
 from llm_fabric.plan.sizing import Sizing, size_on
 from llm_fabric.plan.solver.packing import Request, Seat, pack_class
@@ -49,6 +50,7 @@ class PlanContext:
     class_verdicts: list[tuple[bool, ...]] = field(default_factory=list)  # per node class, per profile
     options: dict[tuple[int, Hashable], list[Option]] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
+    multi: MultiNodePlan = field(default_factory=MultiNodePlan)
 
     @classmethod
     def of(cls, site: SiteRepo) -> PlanContext:
@@ -175,7 +177,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
     owners = _owner_matters(ctx)
     groups: dict[tuple[str, ...], list[NodeManifest]] = {}
     for name, node in sorted(ctx.site.nodes.items()):
-        if node.status != "active":
+        if node.status != "active" or name in ctx.multi.taken:  # whole nodes of multi-node replicas
             continue
         key: tuple[str, ...] = (
             node.gpus.catalog_id,
@@ -258,12 +260,15 @@ def build_demands(
         options = _options(ctx, dep, classes, reps, info)
         reserved = {o: s.reserved_replicas[name] for o, s in ctx.shares.items() if s.reserved_replicas.get(name)}
         demand = Demand(name, options, dedicated_owner=dep.dedicated_for, reserved=reserved)
+        info.covered = ctx.multi.covered.get(name, 0)  # what multi-node replicas hold leaves the solver less
+        if name in ctx.multi.notes:
+            info.notes.append(ctx.multi.notes[name])
         if dep.target is not None:
-            demand.sessions = dep.target.concurrent_sessions
+            demand.sessions = max(0, dep.target.concurrent_sessions - info.covered)
             worst = min((o.capacity for o in options), default=1)
             demand.max_replicas = -(-demand.sessions // max(1, worst))
         else:
-            demand.replicas = dep.replicas
+            demand.replicas = max(0, (dep.replicas or 0) - info.covered)
         for r in base.replicas_of(name) if base is not None else []:
             if r.node in class_of:
                 demand.base[class_of[r.node]] = demand.base.get(class_of[r.node], 0) + 1
@@ -391,14 +396,74 @@ def _solver_report(sol: PlacementSolution, classes: int) -> SolverReport:
     )
 
 
+def _multi_node(ctx: PlanContext, base: Plan | None) -> MultiNodePlan:
+    deployments = [
+        (dep, ctx.recipes[dep.recipe])
+        for _, dep in sorted(ctx.site.deployments.items())
+        if dep.replicas != 0 and dep.recipe in ctx.recipes
+    ]
+    before: dict[str, list[list[str]]] = {}
+    for r in base.replicas if base is not None else []:
+        if r.worker_nodes:
+            before.setdefault(r.deployment, []).append(r.nodes)
+
+    def fits_one_node(dep: Deployment, node: NodeManifest) -> bool:
+        return ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count).ok
+
+    nodes = list(ctx.site.nodes.values())
+    return plan_multi_node(deployments, nodes, ctx.eligible, fits_one_node, ctx.catalog, ctx.util, before)
+
+
+def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[ReplicaPlacement]:
+    """The multi-node replicas as plan replicas: numbered after the solver's, leader first, all GPUs of each node."""
+    out: list[ReplicaPlacement] = []
+    used = {(r.deployment, r.index) for r in solved}
+    for group in ctx.multi.replicas:
+        dep = ctx.site.deployments[group.deployment]
+        leader = ctx.site.nodes[group.nodes[0]]
+        gpu = ctx.catalog.get(leader.gpus.catalog_id)
+        index = next(i for i in range(len(used) + len(ctx.multi.replicas) + 1) if (dep.name, i) not in used)
+        used.add((dep.name, index))
+        recipe = ctx.recipes[dep.recipe]
+        args, env = engine_for(recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False)
+        worker, _ = engine_for(
+            recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, node_rank=1
+        )
+        out.append(
+            ReplicaPlacement(
+                deployment=dep.name,
+                index=index,
+                node=leader.name,
+                worker_nodes=group.nodes[1:],
+                site=leader.site,
+                owner=leader.owner,
+                gpu_indices=list(range(leader.gpus.count)),
+                gpu_model=leader.gpus.catalog_id,
+                tensor_parallel_size=group.layout.tensor_parallel_size,
+                parallelism=group.layout.strategy,
+                data_parallel_size=group.layout.data_parallel_size,
+                pipeline_parallel_size=group.layout.pipeline_parallel_size,
+                quantization=group.quantization,
+                engine_args=args,
+                worker_engine_args=worker,
+                engine_env=env,
+                dedicated_for=dep.dedicated_for,
+                data_classes=list(dep.data_classes),
+            )
+        )
+    return out
+
+
 def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
     ctx = PlanContext.of(site)
+    ctx.multi = _multi_node(ctx, base)
     classes, reps = node_classes(ctx)
     demands, deps, infos = build_demands(ctx, classes, reps, base)
     pool_limits = {c.owner: ctx.shares[c.owner].pool_limit for c in classes if c.owner in ctx.shares}
     problem = PlacementProblem(classes, demands, pool_limits)
     sol = solve(problem, time_limit_s=time_limit_s or _time_limit(), workers=2)
     replicas = decode(ctx, problem, sol, base)
+    replicas = sorted(replicas + _group_replicas(ctx, replicas), key=lambda r: (r.deployment, r.index))
     by_dep: dict[str, list[ReplicaPlacement]] = {}
     for r in replicas:
         by_dep.setdefault(r.deployment, []).append(r)
@@ -408,7 +473,7 @@ def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float |
         deployments={
             dep.name: deployment_capacity(
                 ctx.recipes[dep.recipe], dep, demand, ctx.policies, by_dep.get(dep.name, []), ctx.catalog, ctx.util
-            )
+            ).model_copy(update={"multi_node": ctx.multi.notes.get(dep.name)})
             for dep, demand in zip(deps, demands, strict=True)
             if dep.recipe in ctx.recipes
         },

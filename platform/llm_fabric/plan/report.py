@@ -73,6 +73,7 @@ def _capacity(plan: Plan) -> Section:
             "engine",
         ),
         rows,
+        tuple(f"{name}: {c.multi_node}" for name, c in sorted(plan.deployments.items()) if c.multi_node),
     )
 
 

@@ -95,7 +95,7 @@ def _dp_ep_candidates(dep: Deployment, recipe: Recipe, gpus_per_node: int) -> li
     return out
 
 
-def _traffic(dep: Deployment, recipe: Recipe) -> tuple[int, int]:
+def traffic(dep: Deployment, recipe: Recipe) -> tuple[int, int]:
     """Input and output tokens of a request, for the speed figures: the p50 prompt and the target's answer."""
     output = dep.target.output_tokens if dep.target else DEFAULT_OUTPUT_TOKENS
     return contexts(dep, recipe).p50, output
@@ -105,14 +105,26 @@ def _target(dep: Deployment) -> LatencyTarget:
     return LatencyTarget(dep.target.itl_ms, dep.target.ttft_ms) if dep.target else LatencyTarget()
 
 
-def _estimate(
-    recipe: Recipe, gpu: GpuSpec, layout: Layout, quant: str, dep: Deployment, ctx: int, util: float, users: int = 1
+def deployment_estimate(
+    dep: Deployment,
+    recipe: Recipe,
+    gpu: GpuSpec,
+    count: int,
+    quant: str | None,
+    ctx: int,
+    util: float,
+    *,
+    users: int = 1,
+    layout: Layout | None = None,
+    gpus_per_node: int | None = None,
 ) -> CapacityEstimate:
-    isl, osl = _traffic(dep, recipe)
+    """The capacity model for a deployment: its KV dtype, max-num-seqs, traffic, latency target and parallelism;
+    exactly `layout` when given, else the best layout of `count` GPUs in nodes of `gpus_per_node`."""
+    isl, osl = traffic(dep, recipe)
     return estimate(
         recipe,
         gpu,
-        layout.gpus,
+        count,
         quantization=quant,
         kv_cache_dtype=dep.kv_cache_dtype,
         context_tokens=ctx,
@@ -121,9 +133,17 @@ def _estimate(
         max_num_seqs=dep.max_num_seqs,
         input_tokens=isl,
         output_tokens=osl,
+        parallelism=dep.parallelism,
+        gpus_per_node=gpus_per_node,
         latency_target=_target(dep),
         layout=layout,
     )
+
+
+def _estimate(
+    recipe: Recipe, gpu: GpuSpec, layout: Layout, quant: str, dep: Deployment, ctx: int, util: float, users: int = 1
+) -> CapacityEstimate:
+    return deployment_estimate(dep, recipe, gpu, layout.gpus, quant, ctx, util, users=users, layout=layout)
 
 
 def _first_fitting(
