@@ -231,7 +231,19 @@ def _site(site_dir: Path, as_json: bool) -> int:
         print_json([r.as_dict() for r in rows])
         return 0 if all(r.estimate.fits for r in rows) else 3
     table = Table(title=f"capacity of the deployments of {site_dir}", title_justify="left")
-    for col in ("deployment", "GPUs", "quant", "context", "weights GB", "KV GB", "sessions", "tok/s 1", "fits"):
+    columns = (
+        "deployment",
+        "GPUs",
+        "quant",
+        "context",
+        "weights GB",
+        "KV GB",
+        "sessions",
+        "tok/s 1 ceiling",
+        "tok/s expected",
+        "fits",
+    )
+    for col in columns:
         table.add_column(col, justify="left" if col in ("deployment", "quant", "fits") else "right", no_wrap=True)
     for r in rows:
         e = r.estimate
@@ -246,6 +258,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
             _fmt(e.kv_pool_gb),
             sessions,
             _fmt(e.decode_tokens_per_s_single),
+            _fmt(e.expected.output_tokens_per_s_total) if e.expected and e.fits else "-",
             "yes" if e.fits else f"no: {e.reason}",
         )
     # wider than a pipe's default 80 columns: the figures must not be cut
