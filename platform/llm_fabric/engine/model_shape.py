@@ -9,6 +9,7 @@ functions here are arithmetic over it; capacity (`llm_fabric.engine.capacity`) a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from llm_fabric.engine.recipes import KV_DTYPE_BYTES, Architecture, MlaAttention
 from llm_fabric.errors import UsageError
@@ -27,20 +28,22 @@ def kv_dtype_bytes(kv_cache_dtype: str) -> int:
 
 @dataclass(frozen=True)
 class ModelShape:
+    """Frozen, so the derived sizes are computed once per shape (the planner asks for them thousands of times)."""
+
     arch: Architecture
     weights_gb: float
     quantization: str
     kv_cache_dtype: str = "auto"
 
-    @property
+    @cached_property
     def is_mla(self) -> bool:
         return isinstance(self.arch.attention, MlaAttention)
 
-    @property
+    @cached_property
     def bytes_per_param(self) -> float:
         return self.weights_gb * GB / (self.arch.total_params_b * 1e9)
 
-    @property
+    @cached_property
     def expert_params_b(self) -> float:
         """Parameters of one routed expert (all layers), 0 for a dense model."""
         experts = self.arch.experts
@@ -48,7 +51,7 @@ class ModelShape:
             return 0.0
         return (self.arch.total_params_b - self.arch.active_params_b) / (experts.routed - experts.active)
 
-    @property
+    @cached_property
     def shared_bytes(self) -> float:
         """Weights every token reads: attention, dense layers, shared experts, embeddings (all but routed experts)."""
         experts = self.arch.experts
@@ -57,7 +60,7 @@ class ModelShape:
         shared_b = self.arch.active_params_b - experts.active * self.expert_params_b
         return shared_b * 1e9 * self.bytes_per_param
 
-    @property
+    @cached_property
     def routed_bytes(self) -> float:
         """Weights of all routed experts together."""
         return self.weights_gb * GB - self.shared_bytes
@@ -77,6 +80,10 @@ class ModelShape:
 
     def kv_bytes_per_token(self) -> int:
         """Bytes of KV cache one token adds, whole model (GQA: 2*L*H_kv*d*b; MLA: L*(r + d_rope)*b)."""
+        return self._kv_token
+
+    @cached_property
+    def _kv_token(self) -> int:
         arch = self.arch
         dtype_bytes = kv_dtype_bytes(self.kv_cache_dtype)
         att = arch.attention
