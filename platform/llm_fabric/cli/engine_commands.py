@@ -271,6 +271,14 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--gpu", "gpu_id", required=True, metavar="GPU_ID", help="GPU catalog id.")
 @click.option("--count", type=int, required=True, help="GPUs of the node given to the replica.")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel size (default: as `fabric capacity` picks).")
+@click.option(
+    "--parallelism",
+    type=click.Choice(["tp", "dp-ep", "auto"]),
+    default="auto",
+    show_default=True,
+    help="As `fabric capacity`: the layout's flags (--data-parallel-size/--enable-expert-parallel for dp-ep).",
+)
+@click.option("--node-rank", type=int, default=0, show_default=True, help="Node of a multi-node replica (0: leader).")
 @click.option("--quantization", default=None)
 @click.option("--kv-dtype", default=None)
 @click.option("--max-model-len", type=int, default=None)
@@ -283,6 +291,8 @@ def engine_args_command(
     gpu_id: str,
     count: int,
     tp: int | None,
+    parallelism: str,
+    node_rank: int,
     quantization: str | None,
     kv_dtype: str | None,
     max_model_len: int | None,
@@ -297,6 +307,8 @@ def engine_args_command(
     Examples:
       fabric engine-args --model kimi-k2.6 --gpu b300 --count 4
       fabric engine-args --model gpt-oss-120b --gpu h200 --count 1 --priority --json
+      fabric engine-args --model deepseek-v3 --gpu b200 --count 8 --parallelism dp-ep
+      fabric engine-args --model deepseek-v3 --gpu h100-sxm --count 16 --node-rank 1   # the second node
     """
     from llm_fabric.engine.args import engine_command
     from llm_fabric.engine.capacity import estimate
@@ -305,20 +317,22 @@ def engine_args_command(
 
     recipe = get_recipe(model)
     gpu = load_gpu_catalog().get(gpu_id)
-    if tp is None:
-        tp = estimate(
-            recipe,
-            gpu,
-            count,
-            quantization=quantization,
-            kv_cache_dtype=kv_dtype,
-            context_tokens=max_model_len or recipe.architecture.max_context,
-            gpu_memory_utilization=gpu_memory_utilization,
-        ).tensor_parallel_size
+    layout = estimate(
+        recipe,
+        gpu,
+        count,
+        tensor_parallel_size=tp,
+        parallelism=parallelism,  # type: ignore[arg-type]
+        quantization=quantization,
+        kv_cache_dtype=kv_dtype,
+        context_tokens=max_model_len or recipe.architecture.max_context,
+        gpu_memory_utilization=gpu_memory_utilization,
+    ).layout
     cmd = engine_command(
         recipe,
         gpu=gpu,
-        tensor_parallel_size=tp,
+        layout=layout,
+        node_rank=node_rank,
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
         max_model_len=max_model_len,

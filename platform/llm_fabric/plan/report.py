@@ -136,7 +136,7 @@ def _diff(diff: PlanDiff) -> list[Section]:
     )
     cap = Section(
         f"Changes against {diff.base_revision}: capacity",
-        ("deployment", "replicas", "sessions p50", "sessions p95", "tok/s total"),
+        ("deployment", "replicas", "sessions p50", "sessions p95", "tok/s total (ceiling)"),
         [
             (
                 c.deployment,
