@@ -3,77 +3,17 @@ places more replicas for the same sessions; the layout choice follows the target
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from pathlib import Path
-
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.models import (
-    Cluster,
-    ContextProfile,
-    DataClass,
-    Deployment,
-    FabricConfig,
-    Federation,
-    GpuInventory,
-    Jurisdiction,
-    NodeManifest,
-    Operator,
-    PolicySet,
-    SiteSpec,
-    SovereigntyRule,
-    Target,
-    Tenant,
-)
+from llm_fabric.site.models import ContextProfile, Deployment, Target
+from tests.plan.onesite import federation, node
 
 
 def _site(target: Target, recipe: str = "llama-3.3-70b", gpu: str = "h200", nodes: int = 6) -> SiteRepo:
-    product, mib, cc = {"h200": ("NVIDIA H200", 143771, "9.0"), "b200": ("NVIDIA B200", 183359, "10.0")}[gpu]
-    machines = {
-        f"n{i}": NodeManifest(
-            name=f"n{i}",
-            site="brno",
-            owner="cerit",
-            tier="full",
-            enrolled_at=datetime(2026, 11, 1, tzinfo=UTC),
-            gpus=GpuInventory(
-                catalog_id=gpu,
-                product=product,
-                count=8,
-                memory_mib=mib,
-                compute_capability=cc,
-                interconnect="nvswitch",
-                driver_version="580.82.07",
-            ),
-        )
-        for i in range(nodes)
-    }
     dep = Deployment(
-        name="chat",
-        recipe=recipe,
-        target=target,
-        context=ContextProfile(p50=2000, p95=8000),
-        data_classes=["public"],
+        name="chat", recipe=recipe, target=target, context=ContextProfile(p50=2000, p95=8000), data_classes=["public"]
     )
-    return SiteRepo(
-        root=Path("/nonexistent"),
-        config=FabricConfig(
-            federation=Federation(name="f", display_name="f"),
-            data_classes={"public": DataClass(description="p", rank=0), "internal": DataClass(description="i", rank=1)},
-            sites={
-                "brno": SiteSpec(
-                    display_name="Brno",
-                    jurisdiction=Jurisdiction(country="CZ", eu=True),
-                    operator=Operator(name="o", federation_member=True),
-                    cluster=Cluster(name="brno"),
-                )
-            },
-        ),
-        nodes=machines,
-        tenants={"cerit": Tenant(name="cerit", display_name="c", contributor=True, data_classes=["public"])},
-        deployments={"chat": dep},
-        site_policies={"rules": PolicySet(sovereignty={"internal": SovereigntyRule(prompt_logging=False)})},
-    )
+    return federation([node(f"n{i}", gpu) for i in range(nodes)], dep)
 
 
 def test_an_itl_target_needs_more_replicas_than_the_kv_pool_alone() -> None:

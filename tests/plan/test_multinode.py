@@ -8,7 +8,6 @@ the LWS CRD schema; refused with the reason otherwise; a node that leaves takes 
 from __future__ import annotations
 
 import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -19,25 +18,9 @@ from llm_fabric.deploy.resources.serving import build_serving, worker_script
 from llm_fabric.plan.document import Plan
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.models import (
-    Cluster,
-    DataClass,
-    Deployment,
-    FabricConfig,
-    Federation,
-    GpuInventory,
-    HostInventory,
-    Jurisdiction,
-    NodeManifest,
-    Operator,
-    PolicySet,
-    RdmaPort,
-    SiteSpec,
-    SovereigntyRule,
-    Target,
-    Tenant,
-)
+from llm_fabric.site.models import Deployment, HostInventory, NodeManifest, RdmaPort, Target
 from tests.deploy.crdschemas import validate_custom
+from tests.plan.onesite import federation, node
 
 
 def _node(
@@ -48,53 +31,14 @@ def _node(
         for i in range(8)
         if rdma is not None
     ]
-    return NodeManifest(
-        name=name,
-        site="brno",
-        owner="cerit",
-        tier="full",
-        status=status,  # type: ignore[arg-type]
-        enrolled_at=datetime(2026, 11, 1, tzinfo=UTC),
-        gpus=GpuInventory(
-            catalog_id="h100-sxm",
-            product="NVIDIA H100 80GB HBM3",
-            count=8,
-            memory_mib=81559,
-            compute_capability="9.0",
-            interconnect="nvswitch",
-            driver_version=driver,
-        ),
-        host=HostInventory(rdma=ports),
-    )
+    return node(name, "h100-sxm", driver=driver, status=status, host=HostInventory(rdma=ports))
 
 
 def _federation(nodes: list[NodeManifest], deployment: Deployment | None = None) -> SiteRepo:
-    config = FabricConfig(
-        federation=Federation(name="h100-federation", display_name="H100 federation"),
-        data_classes={
-            "public": DataClass(description="public", rank=0),
-            "internal": DataClass(description="i", rank=1),
-        },
-        sites={
-            "brno": SiteSpec(
-                display_name="Brno",
-                jurisdiction=Jurisdiction(country="CZ", eu=True),
-                operator=Operator(name="CERIT-SC", federation_member=True),
-                cluster=Cluster(name="brno"),
-            )
-        },
-    )
     dep = deployment or Deployment(
         name="deepseek-v3", recipe="deepseek-v3", quantization="fp8", replicas=1, data_classes=["public"]
     )
-    return SiteRepo(
-        root=Path("/nonexistent"),
-        config=config,
-        nodes={n.name: n for n in nodes},
-        tenants={"cerit": Tenant(name="cerit", display_name="CERIT", contributor=True, data_classes=["public"])},
-        deployments={dep.name: dep},
-        site_policies={"rules": PolicySet(sovereignty={"internal": SovereigntyRule(prompt_logging=False)})},
-    )
+    return federation(nodes, dep)
 
 
 def _plan(site: SiteRepo) -> Plan:
