@@ -41,7 +41,7 @@ class PlanContext:
     matrix: KernelMatrix
     util: float
     facts: dict[str, ModelFacts | None] = field(default_factory=dict)
-    sizings: dict[tuple[Hashable, str, int], Sizing] = field(default_factory=dict)
+    sizings: dict[tuple[Hashable, str, int, str | None], Sizing] = field(default_factory=dict)
     verdicts: dict[tuple[int, int], bool] = field(default_factory=dict)
     profiles: dict[str, int] = field(default_factory=dict)
     interned: dict[Hashable, int] = field(default_factory=dict)  # profiles and node views -> small numbers
@@ -71,14 +71,18 @@ class PlanContext:
             ctx.facts[name] = None if r is None else ModelFacts(small=r.small, total_params_b=r.total_params_b)
         return ctx
 
-    def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int) -> Sizing:
-        key = (_sizing_key(dep), gpu_model, gpus_per_node)
+    def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int, interconnect: str | None = None) -> Sizing:
+        """`interconnect`: the one the node's enrollment measured, when it differs from the catalog's (the
+        expected speed's collectives run over it)."""
+        key = (_sizing_key(dep), gpu_model, gpus_per_node, interconnect)
         if key not in self.sizings:
             recipe = self.recipes[dep.recipe]
             if gpu_model not in self.catalog:
                 self.sizings[key] = Sizing(gpu_model, dep.quantization or "?", refusal=f"GPU `{gpu_model}` unknown")
             else:
                 gpu = self.catalog.get(gpu_model)
+                if interconnect is not None and interconnect != gpu.interconnect:
+                    gpu = gpu.model_copy(update={"interconnect": interconnect})
                 self.sizings[key] = size_on(dep, recipe, gpu, gpus_per_node, self.matrix, self.util)
         return self.sizings[key]
 
@@ -171,7 +175,7 @@ def _owner_matters(ctx: PlanContext) -> set[str]:
 def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]:
     """Classes of interchangeable active nodes, and one representative node per class.
 
-    Nodes group by GPU model and count, owner (where its allocation matters) and pin, and then by the
+    Nodes group by GPU model, count and interconnect, owner (where its allocation matters) and pin, and then by the
     verdict of every eligibility profile: two sites whose rules admit the same deployments are one class
     (with 100 sites in five jurisdictions, a handful of classes per GPU shape rather than hundreds)."""
     owners = _owner_matters(ctx)
@@ -186,6 +190,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
             node.tier,
             node.owner if node.owner in owners else "",
             name if name in ctx.pinned else "",
+            node.gpus.interconnect,  # what the enrollment measured: the expected speed's collectives use it
         )
         groups.setdefault(key, []).append(node)
     profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
@@ -193,7 +198,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
     merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest], tuple[bool, ...]]] = {}
     for key, nodes in sorted(groups.items()):
         verdicts = tuple(ctx.eligible(dep, nodes[0]) for dep in profiles.values())
-        merged.setdefault((key[0], key[1], key[4], key[5], verdicts), (key, [], verdicts))[1].extend(nodes)
+        merged.setdefault((key[0], key[1], key[4], key[5], key[6], verdicts), (key, [], verdicts))[1].extend(nodes)
     classes: list[NodeClass] = []
     reps: list[NodeManifest] = []
     ctx.class_verdicts = []
@@ -223,7 +228,7 @@ def _options(
         sized: list[tuple[int, Sizing]] = []
         for c, rep in enumerate(reps):
             if ctx.class_verdicts[c][slot] if slot is not None else ctx.eligible(dep, rep):
-                s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node, rep.gpus.interconnect)
                 if s.ok:
                     sized.append((c, s))
         best = max((s.sessions_per_replica for _, s in sized), default=1)
@@ -240,7 +245,7 @@ def _options(
         for c, rep in enumerate(reps):
             refusals = ctx.refusals(dep, rep)
             if not refusals:
-                sizing = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                sizing = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node, rep.gpus.interconnect)
                 refusals = [sizing.refusal or "does not fit"]
             info.refusals[c] = refusals
     return list(options)
@@ -345,7 +350,7 @@ def decode(
     for key, seat in seats.items():
         dep = ctx.site.deployments[key[0]]
         node = ctx.site.nodes[seat.node]
-        sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count)
+        sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count, node.gpus.interconnect)
         layout = sizing.layout or tp_layout(len(seat.gpu_indices), node.gpus.count)
         owner = dedicated[key]
         priority = owner is not None and (ctx.shares[owner].lend_surplus if owner in ctx.shares else False)
@@ -408,7 +413,7 @@ def _multi_node(ctx: PlanContext, base: Plan | None) -> MultiNodePlan:
             before.setdefault(r.deployment, []).append(r.nodes)
 
     def fits_one_node(dep: Deployment, node: NodeManifest) -> bool:
-        return ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count).ok
+        return ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count, node.gpus.interconnect).ok
 
     nodes = list(ctx.site.nodes.values())
     return plan_multi_node(deployments, nodes, ctx.eligible, fits_one_node, ctx.catalog, ctx.util, before)
