@@ -90,7 +90,9 @@ def test_issue_18_hosts_enroll_at_the_right_tier(
             ("mlx5_0", "InfiniBand", 400.0, "ACTIVE")
         ]
         assert len(ports) == 8 and [p.usable for p in ports].count(True) == 7  # the last port is down
-    assert subprocess.run([FABRIC, "nodes", "verify", "--site-repo", str(site_repo)], capture_output=True).returncode == 0
+    assert (
+        subprocess.run([FABRIC, "nodes", "verify", "--site-repo", str(site_repo)], capture_output=True).returncode == 0
+    )
 
 
 def test_in_kernel_amdgpu_is_admitted_with_a_warning_not_read_as_a_driver_version(

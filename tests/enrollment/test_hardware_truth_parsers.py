@@ -89,7 +89,9 @@ def test_in_kernel_banner_is_never_a_driver_version() -> None:
 def test_in_kernel_driver_with_an_old_rocm_is_refused() -> None:
     bundle = make_bundle("mi355x8inkernel")
     version = bundle.probes["amd_smi_version"]
-    bundle.probes["amd_smi_version"] = ProbeResult(rc=0, stdout=version.stdout.replace("ROCm version: 7.0.2", "ROCm version: 6.4.1"))
+    bundle.probes["amd_smi_version"] = ProbeResult(
+        rc=0, stdout=version.stdout.replace("ROCm version: 7.0.2", "ROCm version: 6.4.1")
+    )
     driver = decide(inventory_from_bundle(bundle)).check("driver_floor")
     assert driver.status == "fail" and "ROCm 6.4.1 < 7.0 (floor for gfx950)" in driver.detail
 
@@ -179,17 +181,17 @@ GPU  Temp (DieEdge)  AvgPwr  SCLK    MCLK     Fan  Perf  PwrCap  VRAM%  GPU%
 ============================= End of ROCm SMI Log ==============================
 """
 CONCISE_6_2 = """\
-============================================ ROCm System Management Interface ============================================
-====================================================== Concise Info ======================================================
+========================================== ROCm System Management Interface ==========================================
+==================================================== Concise Info ====================================================
 Device  Node  IDs              Temp        Power     Partitions          SCLK    MCLK    Fan  Perf  PwrCap  VRAM%  GPU%
               (DID,     GUID)  (Junction)  (Socket)  (Mem, Compute, ID)
-==========================================================================================================================
+======================================================================================================================
 0       2     0x74a1,   28851  37.0°C      131.0W    NPS1, CPX, 0        132Mhz  900Mhz  0%   auto  750.0W  0%     0%
 1       3     0x74a1,   28852  37.0°C      131.0W    NPS1, CPX, 1        132Mhz  900Mhz  0%   auto  750.0W  0%     0%
 2       4     0x74a1,   51966  36.0°C      129.0W    NPS1, CPX, 0        131Mhz  900Mhz  0%   auto  750.0W  0%     0%
 3       5     0x74a1,   51967  36.0°C      129.0W    NPS1, CPX, 1        131Mhz  900Mhz  0%   auto  750.0W  0%     0%
-==========================================================================================================================
-================================================== End of ROCm SMI Log ===================================================
+======================================================================================================================
+================================================ End of ROCm SMI Log =================================================
 """
 
 

@@ -108,7 +108,7 @@ def test_every_figure_has_a_source_and_samples_exist() -> None:
 
     catalog = load_model(path, GpuCatalogFile)
     for gpu in catalog.gpus:
-        for key in gpu.sources.keys():
+        for key in gpu.sources.cited():
             if key.startswith(SAMPLE_PREFIX) and SAMPLES.is_dir():
                 assert (SAMPLES / key.removeprefix(SAMPLE_PREFIX)).is_file(), (gpu.id, key)
             else:

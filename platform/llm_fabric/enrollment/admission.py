@@ -217,9 +217,13 @@ def _amd_partitions(ctx: _Context) -> _Outcome:
         modes = sorted({g.partition_mode or "partitioned" for g in split})
         logical = sum(g.logical_gpus for g in gpus)
         model = ctx.spec.id if ctx.spec is not None else gpus[0].name
-        return False, True, (
-            f"{len(gpus)} physical {model} GPUs in {'/'.join(modes)} mode, listed as {logical} GPUs: "
-            "the fabric schedules whole GPUs; set the compute partition to SPX (amd-smi set) and enroll again"
+        return (
+            False,
+            True,
+            (
+                f"{len(gpus)} physical {model} GPUs in {'/'.join(modes)} mode, listed as {logical} GPUs: "
+                "the fabric schedules whole GPUs; set the compute partition to SPX (amd-smi set) and enroll again"
+            ),
         )
     if any(g.mig_enabled is None for g in gpus):
         return None, None, "compute partition not reported (amd-smi static --partition): unknown, not assumed SPX"

@@ -54,7 +54,7 @@ class FigureSources(FabricModel):
     memory_mib: str
     figures: str = Field(description="nominal memory, bandwidth, bf16/fp8 TFLOPS")
 
-    def keys(self) -> list[str]:
+    def cited(self) -> list[str]:
         return [self.ids, self.memory_mib, self.figures]
 
 
@@ -129,7 +129,7 @@ class GpuCatalogFile(FabricModel):
                 if owner != gpu.id:
                     # a PCI id shared by two entries is told apart by the name: names must be unique
                     raise ValueError(f"product name `{name}` is claimed by both `{owner}` and `{gpu.id}`")
-            unknown = [k for k in gpu.sources.keys() if not k.startswith(SAMPLE_PREFIX) and k not in self.references]
+            unknown = [k for k in gpu.sources.cited() if not k.startswith(SAMPLE_PREFIX) and k not in self.references]
             if unknown:
                 raise ValueError(f"`{gpu.id}`: source `{unknown[0]}` is not a key of `references`")
         return self

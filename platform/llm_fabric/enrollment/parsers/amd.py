@@ -83,10 +83,10 @@ def parse_rocm_smi(text: str, command: str = ROCM_SMI_COMMAND) -> GpuReport:
 
 
 def _parse_concise(text: str, command: str) -> GpuReport:
-    """The three concise layouts; rows are read only below their own header line."""
+    """The three concise layouts, told apart by their header line."""
     lines = text.splitlines()
     header = next((line.split() for line in lines if line.startswith(("Device", "GPU "))), [])
-    devices = []
+    devices: list[GpuDevice] = []
     for number, line in enumerate(lines):
         partitions = _CONCISE_PARTITIONS.search(line)
         mode = partition_mode(partitions.group(1)) if partitions else None
@@ -107,14 +107,14 @@ def _parse_concise(text: str, command: str) -> GpuReport:
         if not name:
             name = f"AMD GPU {device_id}" if device_id else "unknown AMD GPU"
         devices.append(
-            GpuDevice(
-                index=int(row.group(1)), name=name, vendor="amd", pci_device_id=device_id, partition_mode=mode
-            )
+            GpuDevice(index=int(row.group(1)), name=name, vendor="amd", pci_device_id=device_id, partition_mode=mode)
         )
     if not devices:
         raise ParseError(command, "no `GPU[i] : key: value` lines and no concise table rows")
     partitioned = [
-        d.model_copy(update={"mig_enabled": None if d.partition_mode is None else d.partition_mode not in UNPARTITIONED})
+        d.model_copy(
+            update={"mig_enabled": None if d.partition_mode is None else d.partition_mode not in UNPARTITIONED}
+        )
         for d in devices
     ]
     return GpuReport(command=command, devices=partitioned)
