@@ -12,11 +12,14 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_fabric.enrollment.admission import decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.facts import ProbeResult
 from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_topo, rdma
+from llm_fabric.errors import ParseError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.signing import canonical_bytes
 from llm_fabric.site.models import NodeManifest
@@ -277,3 +280,21 @@ def test_manifests_signed_before_rdma_existed_still_verify() -> None:
     assert node.host.rdma == [] and b"rdma" not in canonical_bytes(node)
     with_ports = node.model_copy(update={"host": node.host.model_copy(update={"rdma": rdma.parse_rdma_sysfs(SYSFS)})})
     assert b'"rdma":[{' in canonical_bytes(with_ports)
+
+
+# ------------------------------------------------------------------ garbage
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300))
+def test_new_parsers_take_any_text(text: str) -> None:
+    """Host facts never stop enrolment; the amd-smi probes answer with a result or a ParseError naming them."""
+    assert isinstance(rdma.parse_ibstat(text), list) and isinstance(rdma.parse_rdma_sysfs(text), list)
+    for parse, command in (
+        (amd_smi.parse_amd_smi_partition, amd_smi.AMD_SMI_PARTITION_COMMAND),
+        (amd_smi.parse_amd_smi_list, amd_smi.AMD_SMI_LIST_COMMAND),
+    ):
+        try:
+            parse(text)
+        except ParseError as exc:
+            assert command in exc.message
