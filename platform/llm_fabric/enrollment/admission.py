@@ -169,7 +169,7 @@ def _driver(ctx: _Context) -> _Outcome:
             return None, None, "driver version not reported"
         ok, reason = ctx.matrix.driver_ok(spec.architecture, driver)
         if inventory.driver_source == "amdgpu module":
-            reason = "amdgpu module " + reason
+            reason = "amdgpu module " + reason.removeprefix("driver ")
         runtime = inventory.cuda_version if spec.vendor == "nvidia" else inventory.rocm_version
         if ok and runtime is not None:
             ok, more = ctx.matrix.runtime_ok(spec.architecture, runtime)
