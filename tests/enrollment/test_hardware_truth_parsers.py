@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from llm_fabric.documents import load_model
 from llm_fabric.enrollment.admission import decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.facts import ProbeResult
@@ -274,8 +277,6 @@ def test_manifests_signed_before_rdma_existed_still_verify() -> None:
     site = Path(__file__).resolve().parents[2] / "examples" / "cerit-sc" / "nodes"
     manifests = sorted(site.glob("*.yaml"))
     assert manifests
-    from llm_fabric.documents import load_model
-
     node = load_model(manifests[0], NodeManifest)
     assert node.host.rdma == [] and b"rdma" not in canonical_bytes(node)
     with_ports = node.model_copy(update={"host": node.host.model_copy(update={"rdma": rdma.parse_rdma_sysfs(SYSFS)})})
@@ -298,3 +299,32 @@ def test_new_parsers_take_any_text(text: str) -> None:
             parse(text)
         except ParseError as exc:
             assert command in exc.message
+
+
+def test_the_playbooks_sysfs_probe_feeds_the_parser(tmp_path: Path) -> None:
+    """enroll.yml's RDMA probe, run by sh over a tree laid out like /sys/class/infiniband."""
+    playbook = yaml.safe_load((Path(__file__).resolve().parents[2] / "playbooks" / "enroll.yml").read_text())
+    probe = next(p for p in playbook[0]["vars"]["fabric_probes"] if p["id"] == "rdma_ports")
+    root = tmp_path / "infiniband"
+    for device, layer, rate, state, phys, nets in (
+        ("mlx5_0", "InfiniBand", "400 Gb/sec (4X NDR)", "4: ACTIVE", "5: LinkUp", ["ibp12s0"]),
+        ("mlx5_1", "Ethernet", "200 Gb/sec (4X HDR)", "1: DOWN", "3: Disabled", ["ens1f0np0"]),
+    ):
+        port = root / device / "ports" / "1"
+        port.mkdir(parents=True)
+        for name, value in (("link_layer", layer), ("rate", rate), ("state", state), ("phys_state", phys)):
+            (port / name).write_text(value + "\n")
+        for net in nets:
+            (root / device / "device" / "net" / net).mkdir(parents=True)
+    command = probe["cmd"].replace("/sys/class/infiniband", str(root))
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert [
+        (p.device, p.link_layer, p.rate_gbps, p.state, p.physical_state, p.netdevs) for p in rdma.parse_rdma_sysfs(out)
+    ] == [
+        ("mlx5_0", "InfiniBand", 400.0, "ACTIVE", "LinkUp", ["ibp12s0"]),
+        ("mlx5_1", "Ethernet", 200.0, "DOWN", "Disabled", ["ens1f0np0"]),
+    ]
+    # a host without RDMA: no line, exit 0
+    empty = subprocess.run(["sh", "-c", probe["cmd"].replace("/sys/class/infiniband", str(tmp_path / "none"))],
+                           capture_output=True, text=True)  # fmt: skip
+    assert (empty.returncode, empty.stdout) == (0, "")
