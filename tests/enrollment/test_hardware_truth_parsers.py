@@ -328,3 +328,40 @@ def test_the_playbooks_sysfs_probe_feeds_the_parser(tmp_path: Path) -> None:
     empty = subprocess.run(["sh", "-c", probe["cmd"].replace("/sys/class/infiniband", str(tmp_path / "none"))],
                            capture_output=True, text=True)  # fmt: skip
     assert (empty.returncode, empty.stdout) == (0, "")
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason="../shared/hardware-samples not present")
+def test_rocminfo_bdfid_is_the_pci_address_rocm_smi_prints() -> None:
+    info = amd.parse_rocminfo((SAMPLES / "thamada__rocminfo__4xMI300X-VF.txt").read_text())
+    smi = amd.parse_rocm_smi((SAMPLES / "thamada__rocm-smi-a__4xMI300X-VF.txt").read_text())
+    assert (
+        [d.pci_bus_id for d in info.devices]
+        == [d.pci_bus_id for d in smi.devices]
+        == [
+            "0000:26:00.0",
+            "0000:46:00.0",
+            "0000:65:00.0",
+            "0000:85:00.0",
+        ]
+    )
+
+
+def test_rocminfo_alone_folds_partition_agents() -> None:
+    """A host with only rocminfo: CPX agents of one GPU share its bus and device (BDFID), so 16 agents are 2 GPUs."""
+    agents = []
+    for n, (gpu, part) in enumerate((g, p) for g in range(2) for p in range(8)):
+        bdfid = ((0x05 + 0x20 * gpu) << 8) | part
+        agents += [
+            "*******", f"Agent {n + 2}", "*******",
+            "  Name:                    gfx942",
+            f"  Uuid:                    GPU-{gpu:02x}{part:014x}",
+            "  Marketing Name:          AMD Instinct MI300X",
+            "  Device Type:             GPU",
+            "  Chip ID:                 29857(0x74a1)",
+            f"  BDFID:                   {bdfid}",
+        ]  # fmt: skip
+    report = amd.parse_rocminfo("\n".join(["Runtime Version:         1.15", *agents]) + "\n")
+    assert [(d.pci_bus_id, d.logical_gpus, d.mig_enabled) for d in report.devices] == [
+        ("0000:05:00.0", 8, True),
+        ("0000:25:00.0", 8, True),
+    ]

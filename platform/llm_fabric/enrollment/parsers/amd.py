@@ -146,6 +146,7 @@ def parse_rocminfo(text: str, command: str = ROCMINFO_COMMAND) -> GpuReport:
                 name=values.present(facts.get("Marketing Name")) or facts.get("Name", "unknown AMD GPU"),
                 vendor="amd",
                 uuid=values.present(facts.get("Uuid")),
+                pci_bus_id=_bdf(facts.get("BDFID")),
                 pci_device_id=values.pci_device_id(chip.group(1)) if chip else None,
                 compute_capability=values.present(facts.get("Name")),
             )
@@ -153,4 +154,16 @@ def parse_rocminfo(text: str, command: str = ROCMINFO_COMMAND) -> GpuReport:
     if not devices:
         raise ParseError(command, "no agent of `Device Type: GPU`")
     runtime = re.search(r"^Runtime Version:\s*(\S+)", text, re.MULTILINE)
-    return GpuReport(command=command, devices=devices, driver_version=runtime.group(1) if runtime else None)
+    # agents of one partitioned GPU share its PCI bus and device: folded like amd-smi's listing
+    return GpuReport(
+        command=command, devices=physical_gpus(devices), driver_version=runtime.group(1) if runtime else None
+    )
+
+
+def _bdf(value: str | None) -> str | None:
+    """rocminfo's `BDFID` (bus << 8 | device << 3 | function, decimal) as a PCI address; 0 = none."""
+    text = (value or "").strip()
+    if not text.isdigit() or int(text) == 0 or int(text) > 0xFFFF:
+        return None
+    number = int(text)
+    return f"0000:{number >> 8:02x}:{(number >> 3) & 0x1F:02x}.{number & 0x7}"
