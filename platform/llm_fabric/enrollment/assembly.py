@@ -18,7 +18,7 @@ import re
 
 from llm_fabric.enrollment.facts import FactsBundle, ProbeResult
 from llm_fabric.enrollment.inventory import GpuDevice, GpuReport, HostFacts, Inventory
-from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_topo, nvidia_xml, rdma, values
+from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_text, nvidia_topo, nvidia_xml, rdma, values
 from llm_fabric.errors import ParseError
 
 NOT_FOUND = 127
@@ -43,12 +43,22 @@ def _merge(primary: GpuReport, extra: GpuReport) -> list[GpuDevice]:
     return out
 
 
+def _nvidia_query(bundle: FactsBundle) -> GpuReport | None:
+    """`nvidia-smi -q -x`, else the same query as text (`-q`): drivers whose XML writer is broken still answer it."""
+    xml_probe, text_probe = bundle.probes.get("nvidia_xml"), bundle.probes.get("nvidia_text")
+    if xml_probe is not None and _ran(xml_probe):
+        return nvidia_xml.parse_query_xml(xml_probe.stdout)
+    if text_probe is not None and _ran(text_probe):
+        return nvidia_text.parse_query_text(text_probe.stdout)
+    return None
+
+
 def _nvidia(bundle: FactsBundle, inventory: Inventory) -> bool:
-    csv_probe, xml_probe = bundle.probes.get("nvidia_csv"), bundle.probes.get("nvidia_xml")
-    if not (_ran(csv_probe) or _ran(xml_probe)):
-        return False
+    csv_probe = bundle.probes.get("nvidia_csv")
     csv = nvidia_csv.parse_query_gpu(csv_probe.stdout) if csv_probe is not None and _ran(csv_probe) else None
-    xml = nvidia_xml.parse_query_xml(xml_probe.stdout) if xml_probe is not None and _ran(xml_probe) else None
+    xml = _nvidia_query(bundle)
+    if csv is None and xml is None:
+        return False
     if csv is not None:
         report = csv
         devices = _merge(report, xml) if xml is not None else report.devices
