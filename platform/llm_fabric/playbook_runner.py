@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -173,12 +174,26 @@ def run_playbook(
         )
         status = str(runner.status)
     finally:
+        close_ssh_masters(work / "cp")
         shutil.rmtree(work, ignore_errors=True)
     per_host: dict[str, dict[str, int]] = {}
     for key in ("ok", "changed", "failures", "dark", "skipped"):
         for host, count in (stats.get(key) or {}).items():
             per_host.setdefault(host, {})[key] = int(count)
     return PlaybookResult(playbook, status, per_host, failures)
+
+
+def close_ssh_masters(control_dir: Path) -> None:
+    """Stop the SSH master connections of a run (ControlPersist would keep them, and the remote
+    sshd sessions they hold, alive for 30 s after `fabric` exits; their sockets are about to go)."""
+    for socket_path in control_dir.glob("*") if control_dir.is_dir() else []:
+        # with a literal ControlPath, `ssh -O exit` needs a destination argument but does not use it
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "fabric-control-master"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
 
 
 def _what_failed(res: dict[str, Any]) -> str:

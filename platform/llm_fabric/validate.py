@@ -7,18 +7,24 @@ and the CI gate stay one command.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from llm_fabric.engine.site_checks import site_checks as engine_checks
-from llm_fabric.enrollment.signature_checks import site_checks as signature_checks
+from llm_fabric.enrollment.signature_checks import check_node_signatures
+from llm_fabric.errors import Problem
 from llm_fabric.policies.gate import site_checks as policy_checks
-from llm_fabric.site.loader import collect_site
+from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
 
 
 def site_checks() -> list[SiteCheck]:
-    """Every check beyond the loader's own; a feature that adds one adds its module's list here."""
-    return [*engine_checks, *policy_checks, *signature_checks]
+    """Every check beyond the loader's own that needs a well-formed repo; a feature adds its module's list here.
+
+    Node signatures are checked apart: a manifest that loaded can be verified whatever else is wrong,
+    so one pass shows schema, reference and signature problems together.
+    """
+    return [*engine_checks, *policy_checks]
 
 
 def validate_site(root: Path) -> ValidationReport:
@@ -33,10 +39,36 @@ def validate_site(root: Path) -> ValidationReport:
         "tenants": len(site.tenants),
         "deployments": len(site.deployments),
     }
-    if report.problems:
+    checks: list[SiteCheck] = [check_node_signatures]
+    if not report.problems:
         # policies are judged on a well-formed repo only; their findings would be noise otherwise
-        return report
-    for check in site_checks():
+        checks += site_checks()
+    for check in checks:
         for finding in check(site):
             (report.problems if finding.severity == "config" else report.violations).append(finding.problem)
     return report
+
+
+def problems_after_status(root: Path, name: str, status: str) -> list[Problem]:
+    """What `fabric validate` would newly report once node NAME has `status` (retired, cordoned).
+
+    Judged in memory on the repo as it is, before anything is written, so that `fabric nodes retire`
+    and `cordon` can warn first: a tenant's dedicated allocation that only this node's GPUs covered,
+    say. Problems the repo already has are left out; signatures are not judged (the change is re-signed).
+    """
+    site, problems = collect_site(root)
+    if site is None or name not in site.nodes:
+        return []
+    # policies are judged on a well-formed repo only (as in validate_site)
+    policy_checks = [] if problems else site_checks()
+    changed = replace(site, nodes=site.nodes | {name: site.nodes[name].model_copy(update={"status": status})})
+    before = {_key(p) for p in problems} | {_key(f.problem) for check in policy_checks for f in check(site)}
+    after = [p for check in REFERENCE_CHECKS for p in check(changed)]
+    after += [f.problem for check in policy_checks for f in check(changed)]
+    return [p for p in after if _key(p) not in before]
+
+
+def _key(problem: Problem) -> tuple[object, ...]:
+    # a violation's text lists every node's state, so the same violation reads differently once a
+    # node's status changes: it is the same problem when place and first word (its code) agree
+    return (problem.file, problem.line, problem.field, problem.message.split(" ", 1)[0])

@@ -1,4 +1,4 @@
-"""`fabric capacity` and `fabric engine-args`: the capacity model and the vLLM command of a recipe."""
+"""`fabric models`, `fabric capacity`, `fabric engine-args`: the recipes, their capacity, their vLLM command."""
 
 from __future__ import annotations
 
@@ -361,4 +361,47 @@ def _pairs(argv: list[str]) -> list[str]:
     return out
 
 
-commands = [capacity_command, engine_args_command]
+@click.command("models")
+@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+def models_command(as_json: bool) -> None:
+    """The model recipes a site may deploy: the ids a deployment's `recipe:` takes.
+
+    `small` recipes may also be placed on limited-tier nodes; the others need full-tier nodes.
+
+    \b
+    Examples:
+      fabric models
+      fabric models --json
+    """
+    from llm_fabric.engine.recipes import load_recipes
+
+    recipes = sorted(load_recipes().values(), key=lambda r: r.id)
+    if as_json:
+        print_json(
+            [
+                {"id": r.id, "name": r.display_name, "params_b": r.architecture.total_params_b,
+                 "active_params_b": r.architecture.active_params_b, "max_context": r.architecture.max_context,
+                 "quantizations": sorted(r.quantizations), "default_quantization": r.default_quantization,
+                 "small": r.small, "engine": r.engine}
+                for r in recipes
+            ]
+        )  # fmt: skip
+        return
+    table = Table("id", "model", "params (B)", "active (B)", "context", "quantizations", "tiers")
+    for r in recipes:
+        quantizations = ", ".join(f"{q}*" if q == r.default_quantization else q for q in sorted(r.quantizations))
+        a = r.architecture
+        table.add_row(
+            r.id,
+            r.display_name,
+            f"{a.total_params_b:g}",
+            f"{a.active_params_b:g}",
+            f"{a.max_context:,}",
+            quantizations,
+            "full, limited" if r.small else "full",
+        )
+    console.print(table)
+    console.print("* the default quantization", markup=False)
+
+
+commands = [models_command, capacity_command, engine_args_command]

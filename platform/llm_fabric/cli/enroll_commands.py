@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 from rich.table import Table
@@ -80,6 +80,7 @@ def result_json(result: EnrollResult) -> dict[str, object]:
         },
         "manifest": str(reg.path) if reg is not None else None,
         "commit": reg.commit if reg is not None else None,
+        "branch": reg.branch if reg is not None else None,
         "changes": reg.changes if reg is not None else [],
     }
 
@@ -106,26 +107,40 @@ def print_verdict(result: EnrollResult) -> None:
 
 
 @click.command("enroll")
-@click.argument("host")
+@click.argument("host", metavar="HOST|NAME")
 @site_repo
 @click.option("--owner", required=True, metavar="GROUP", help="Contributing tenant that owns the machine.")
 @click.option("--site", "site", required=True, metavar="SITE", help="Site (in fabric.yaml) where the machine runs.")
-@click.option("--name", metavar="NODE", help="Node name (default: the machine's short hostname).")
+@click.option(
+    "--name",
+    metavar="NODE",
+    help="Node name (default: NAME with --facts, else the machine's short hostname).",
+)
 @_connection_options
 @click.option(
     "--facts", "facts_file", type=click.Path(dir_okay=False, path_type=Path), help="Decide from a saved bundle."
 )
 @key_option
-@click.option("--dry-run", is_flag=True, help="Decide and print; write nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Run every check the real run does (same verdict, same exit code); write nothing."
+)
+@click.option(
+    "--branch",
+    metavar="BRANCH",
+    help="Commit the manifest onto BRANCH (created from HEAD) for review, leaving the checkout as it is.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
     """Gather HOST's facts with Ansible, decide admission, and register a signed node manifest.
 
-    Exit 0 when admitted (full or limited tier), 3 when rejected, 2 on usage or connection errors.
+    With --facts FILE the facts come from a saved bundle (`fabric facts`) and the argument is the node's
+    NAME. Exit 0 when admitted (full or limited tier), 3 when rejected or when its GPUs are registered
+    under another node, 2 on usage or connection errors; --dry-run gives the same verdict and exit code.
 
     \b
     Examples:
       fabric enroll gpu7.example.org --site-repo ./site --owner cerit-sc --site brno --ssh-user root
+      fabric enroll gpu7.example.org --site-repo ./site --owner cerit-sc --site brno --branch enroll/gpu7
       fabric enroll localhost --connection local --site-repo ./site --owner cerit-sc --site brno --dry-run
       fabric enroll gpu7 --facts gpu7.facts.json --site-repo ./site --owner cerit-sc --site brno --json
     """
@@ -150,6 +165,12 @@ def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
         console.print(f"[red]rejected[/]: failed {failed}; nothing was written")
     elif dry_run or reg is None:
         console.print("dry run: nothing was written")
+    elif reg.branch is not None:
+        console.print(
+            f"committed {reg.path.name} to branch {reg.branch} (commit {reg.commit or 'none: unchanged'}); "
+            "the checkout is unchanged: merge the branch once reviewed",
+            markup=False,
+        )
     else:
         verb = "updated" if reg.previous is not None else "registered"
         console.print(f"{verb} {reg.path} (commit {reg.commit or 'none: unchanged'})")
@@ -230,7 +251,7 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
 
 @click.group("nodes")
 def nodes_group() -> None:
-    """Registered nodes: list, show, verify signatures, retire, sign.
+    """Registered nodes: list, show, verify signatures, cordon, uncordon, retire, sign.
 
     \b
     Example:
@@ -365,6 +386,7 @@ def nodes_retire_command(
     from llm_fabric.signing import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
+    _warn_if_invalid_after(site_repo, name, "retired")
     drain = None if no_drain else DrainOptions(kubectl=kubectl, context=context, timeout=drain_timeout)
     with console.status(f"draining {name} with Ansible ...") if console.is_terminal and drain else nullcontext():
         result = retire_node(site_repo, name, private, drain=drain)
@@ -374,6 +396,68 @@ def nodes_retire_command(
     elif reg.commit is not None:
         console.print(f"{name}: not drained (--no-drain)")
     console.print(f"{name}: retired ({reg.path}, commit {reg.commit or 'none: already retired'})")
+
+
+def _warn_if_invalid_after(site_repo: Path, name: str, status: str) -> None:
+    """Say, before anything is written, what `fabric validate` would report once NAME has `status`.
+
+    A warning, not a refusal: a machine that is gone is gone, and the site repo should say so; the
+    problems listed are what the next change to the repo has to fix.
+    """
+    from llm_fabric.validate import problems_after_status
+
+    problems = problems_after_status(site_repo, name, status)
+    if not problems:
+        return
+    console.print(
+        f"[bold yellow]warning:[/] with `{name}` {status}, `fabric validate` would report {len(problems)} "
+        "new problem(s); the change goes ahead, fix these next:"
+    )
+    for p in problems:
+        console.print(f"  {p}", markup=False)
+
+
+def _set_schedulable(site_repo: Path, name: str, key_path: Path | None, status: Literal["active", "cordoned"]) -> None:
+    from llm_fabric.nodes.cordon import set_schedulable
+    from llm_fabric.signing import default_private_key_path, load_private_key
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    if status == "cordoned":
+        _warn_if_invalid_after(site_repo, name, status)
+    reg = set_schedulable(site_repo, name, private, status)
+    commit = reg.commit or f"none: already {status}"
+    console.print(f"{name}: {status} ({reg.path}, commit {commit})", markup=False)
+
+
+@nodes_group.command("cordon")
+@click.argument("name")
+@site_repo
+@key_option
+def nodes_cordon_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Mark NAME cordoned: its manifest's status, re-signed and committed; nothing is drained.
+
+    The next `fabric plan` places no new replicas on it and counts none of its GPUs; what runs there
+    keeps running until that plan is deployed. `fabric nodes uncordon` undoes it.
+
+    \b
+    Example:
+      fabric nodes cordon hgx-h200-ceitec --site-repo ./site
+    """
+    _set_schedulable(site_repo, name, key_path, "cordoned")
+
+
+@nodes_group.command("uncordon")
+@click.argument("name")
+@site_repo
+@key_option
+def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Mark a cordoned NAME active again (re-signed and committed): the next `fabric plan` counts it.
+
+    \b
+    Example:
+      fabric nodes uncordon hgx-h200-ceitec --site-repo ./site
+    """
+    _set_schedulable(site_repo, name, key_path, "active")
 
 
 @nodes_group.command("sign")

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "nodes": "enroll_commands",
     "engine": "local_engine_commands",
     "gpus": "hardware_commands",
+    "models": "engine_commands",
 }
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

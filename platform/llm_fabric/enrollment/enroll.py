@@ -11,13 +11,15 @@ from llm_fabric.enrollment.admission import Verdict, decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.facts import FactsBundle, ProgressCallback, gather, load_bundle
 from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
-from llm_fabric.enrollment.registry import Registration, register
+from llm_fabric.enrollment.registry import Registration, load_nodes, refuse_claimed_gpus, register
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.playbook_runner import Connection, Target
 from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.loader import SiteRepo, collect_site
-from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
+from llm_fabric.site.models import NAME_PATTERN, NAME_RULE, GpuInventory, HostInventory, NodeManifest, suggest_name
+
+_NODE_NAME = re.compile(NAME_PATTERN)
 
 
 @dataclass
@@ -34,6 +36,7 @@ class EnrollRequest:
     key_path: Path | None = None
     facts_file: Path | None = None
     dry_run: bool = False
+    branch: str | None = None  # commit the enrolment to this branch (for review), not to the checkout
 
 
 @dataclass
@@ -76,14 +79,28 @@ def gather_one(request: EnrollRequest, progress: ProgressCallback | None = None)
 
 
 def node_name(request: EnrollRequest, inventory: Inventory) -> str:
-    """--name, else the machine's own short hostname as a DNS label."""
+    """The node's name, by one rule the docs state (docs/enroll.md, "Node names").
+
+    --name, else with --facts the positional NAME (the bundle came from a machine the operator named
+    on the command line), else the machine's own short hostname as a DNS label (HOST is an address then).
+    """
     if request.name:
-        return request.name
+        return _checked_name(request.name, "--name")
+    if request.facts_file is not None:
+        return _checked_name(request.host, "NAME (the node name, with --facts)")
     raw = (inventory.host.hostname or request.host).split(".")[0].lower()
     label = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-")[:63].strip("-")
     if not label:
         raise UsageError(f"cannot make a node name from `{raw}`", hint="pass --name NODE")
     return label
+
+
+def _checked_name(value: str, what: str) -> str:
+    if not _NODE_NAME.match(value):
+        raise UsageError(
+            f"{what} `{value}` is not a valid node name", hint=f"{NAME_RULE}; e.g. `{suggest_name(value)}`"
+        )
+    return value
 
 
 def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> EnrollResult:
@@ -98,9 +115,12 @@ def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> 
     if not verdict.admitted:
         return EnrollResult(name, verdict, inventory, None, None)
     manifest = build_manifest(name, request, site, inventory, verdict)
+    # the real run checks again under the registry lock; this check is what makes a dry run's verdict
+    # (and exit code) the real run's: the same refusal, from the same function
+    refuse_claimed_gpus(manifest, load_nodes(request.site_root))
     if private is None:
         return EnrollResult(name, verdict, inventory, manifest, None)
-    registration = register(request.site_root, manifest, private)
+    registration = register(request.site_root, manifest, private, branch=request.branch)
     return EnrollResult(name, verdict, inventory, manifest, registration)
 
 

@@ -65,27 +65,42 @@ class Registration:
     commit: str | None
     previous: NodeManifest | None
     changes: list[str] = field(default_factory=list)
+    branch: str | None = None  # the branch the commit went to, when not the checkout's
 
 
-def register(root: Path, manifest: NodeManifest, private: Ed25519PrivateKey) -> Registration:
+def register(
+    root: Path, manifest: NodeManifest, private: Ed25519PrivateKey, *, branch: str | None = None
+) -> Registration:
+    """Sign and commit the manifest; with `branch`, commit it onto that branch and leave the checkout as it is.
+
+    A branch is checked against the nodes of the checkout (what has landed), like a direct enrolment.
+    """
     with registry_lock(root):
         nodes = load_nodes(root)
-        _refuse_claimed_gpus(manifest, nodes)
+        refuse_claimed_gpus(manifest, nodes)
         previous = nodes.get(manifest.name)
+        if previous is not None and previous.status == "cordoned":
+            # re-enrolling refreshes the facts; lifting a cordon is `fabric nodes uncordon`'s job
+            manifest = manifest.model_copy(update={"status": "cordoned"})
         signed = sign_manifest(manifest, private)
         path = node_path(root, manifest.name)
         changes = describe_changes(previous, signed) if previous is not None else []
-        write_atomic(path, manifest_text(signed), mode=0o644)
         verb = "re-enroll" if previous is not None else "enroll"
         g = signed.gpus
         message = f"{verb} {signed.name}: {signed.tier} tier, {g.count}x {g.catalog_id} ({signed.owner}@{signed.site})"
         if changes:
             message += "\n\n" + "\n".join(f"- {c}" for c in changes)
+        if branch is not None:
+            rel = path.relative_to(root).as_posix()
+            commit = gitrepo.commit_to_branch(root, branch, {rel: manifest_text(signed)}, message)
+            return Registration(path, commit, previous, changes, branch=branch)
+        write_atomic(path, manifest_text(signed), mode=0o644)
         commit = gitrepo.commit_paths(root, [path], message)
         return Registration(path, commit, previous, changes)
 
 
-def _refuse_claimed_gpus(manifest: NodeManifest, nodes: dict[str, NodeManifest]) -> None:
+def refuse_claimed_gpus(manifest: NodeManifest, nodes: dict[str, NodeManifest]) -> None:
+    """PolicyRefusal (exit 3) when a GPU of `manifest` is registered under another node that is not retired."""
     mine = set(manifest.gpus.uuids)
     for name, node in nodes.items():
         if name == manifest.name or node.status == "retired":
@@ -157,6 +172,23 @@ def sign_declared(root: Path, name: str, private: Ed25519PrivateKey) -> Registra
     sign_file(path, private)
     commit = gitrepo.commit_paths(root, [path], f"sign declared node {name}") if gitrepo.is_repo(root) else None
     return Registration(path, commit, previous, [])
+
+
+def verified_manifest(root: Path, name: str, action: str) -> tuple[Path, NodeManifest]:
+    """NAME's path and manifest, for a change (`action`: "retire", "cordon", ...) made under `registry_lock`.
+
+    UsageError when there is no such node; PolicyRefusal (exit 3) when its signature does not hold:
+    re-signing an edited manifest would vouch for the edit.
+    """
+    path = node_path(root, name)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (root / NODES).glob("*.yaml"))) or "none"
+        raise UsageError(f"no node `{name}` in {root / NODES}", hint=f"known nodes: {known}")
+    current = load_model(path, NodeManifest)
+    problem = verify_manifest(current, load_public_keys(root))
+    if problem is not None:
+        raise PolicyRefusal(f"refused to {action} `{name}`: {problem}", hint="run `fabric nodes verify`")
+    return path, current
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 from llm_fabric.errors import UsageError
 from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.validation import Finding, SiteCheck
+from llm_fabric.site.validation import Finding
 
 
 def check_node_signatures(site: SiteRepo) -> list[Finding]:
@@ -24,9 +24,13 @@ def check_node_signatures(site: SiteRepo) -> list[Finding]:
         problem = verify_manifest(node, keys)
         if problem is None:
             continue
+        # `fabric nodes sign` refuses enrolled manifests (their facts come from the machine): the hint
+        # names the command that works for this node's provenance
         hint = (
-            "re-enroll the machine with `fabric enroll`, or have an operator sign it: `fabric nodes sign "
-            f"{name} --site-repo {site.root}`"
+            f"re-enroll the machine: `fabric enroll HOST --site-repo {site.root} --owner {node.owner} "
+            f"--site {node.site} --name {name}`"
+            if node.provenance == "enrolled"
+            else f"have an operator sign it: `fabric nodes sign {name} --site-repo {site.root}`"
         )
         if not keys:
             hint = "no keys/*.pub in the site repo: run `fabric keys init --site-repo DIR`, then sign the nodes"
@@ -35,6 +39,3 @@ def check_node_signatures(site: SiteRepo) -> list[Finding]:
             Finding("policy", site.problem(site.path_of("nodes", name), loc, f"node `{name}`: {problem}", hint))
         )
     return findings
-
-
-site_checks: list[SiteCheck] = [check_node_signatures]

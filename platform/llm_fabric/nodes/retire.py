@@ -19,11 +19,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml
-from llm_fabric.enrollment.registry import NODES, Registration, manifest_text, node_path, registry_lock
-from llm_fabric.errors import PolicyRefusal, UsageError
+from llm_fabric.enrollment.registry import Registration, manifest_text, registry_lock, verified_manifest
+from llm_fabric.errors import UsageError
 from llm_fabric.nodes.provision import drain_node
 from llm_fabric.playbook_runner import PlaybookResult
-from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.signing import sign_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.loader import FABRIC_FILE
 from llm_fabric.site.models import FabricConfig, NodeManifest
@@ -52,7 +52,7 @@ class Retirement:
 def retire_node(root: Path, name: str, private: Ed25519PrivateKey, *, drain: DrainOptions | None) -> Retirement:
     """Drain NAME (unless `drain` is None) and mark it retired; nothing is written when the drain fails."""
     root = root.resolve()  # git runs inside root on paths joined onto it
-    manifest = _verified_manifest(root, name)
+    _, manifest = verified_manifest(root, name, "retire")  # checked before the cluster is touched
     if manifest.status == "retired":
         return Retirement(mark_retired(root, name, private), None)
     result = None
@@ -67,18 +67,6 @@ def retire_node(root: Path, name: str, private: Ed25519PrivateKey, *, drain: Dra
                 hint=_NO_DRAIN_HINT,
             )
     return Retirement(mark_retired(root, name, private), result, kubectl)
-
-
-def _verified_manifest(root: Path, name: str) -> NodeManifest:
-    path = node_path(root, name)
-    if not path.exists():
-        known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml"))) or "none"
-        raise UsageError(f"no node `{name}` in {path.parent}", hint=f"known nodes: {known}")
-    manifest = load_model(path, NodeManifest)
-    problem = verify_manifest(manifest, load_public_keys(root))
-    if problem is not None:
-        raise PolicyRefusal(f"refused to retire `{name}`: {problem}", hint="run `fabric nodes verify`")
-    return manifest
 
 
 def kubectl_command(root: Path, manifest: NodeManifest, options: DrainOptions) -> str:
@@ -112,25 +100,16 @@ def _cluster_context(root: Path, manifest: NodeManifest) -> str:
 def mark_retired(root: Path, name: str, private: Ed25519PrivateKey) -> Registration:
     """Mark a node retired (re-signed, committed). Draining its workloads is the drain playbook's job."""
     with registry_lock(root):
-        path = node_path(root, name)
-        if not path.exists():
-            known = ", ".join(sorted(p.stem for p in (root / NODES).glob("*.yaml"))) or "none"
-            raise UsageError(f"no node `{name}` in {root / NODES}", hint=f"known nodes: {known}")
-        current = load_model(path, NodeManifest)
-        problem = verify_manifest(current, load_public_keys(root))
-        if problem is not None:
-            raise PolicyRefusal(f"refused to retire `{name}`: {problem}", hint="run `fabric nodes verify`")
+        path, current = verified_manifest(root, name, "retire")
         if current.status == "retired":
             return Registration(path, None, current, [])
         updated = sign_manifest(current.model_copy(update={"status": "retired"}), private)
-        write_atomic(
-            path, manifest_text(updated) if current.provenance == "enrolled" else _resigned_text(path, updated)
-        )
+        write_atomic(path, manifest_text(updated) if current.provenance == "enrolled" else resigned_text(path, updated))
         commit = gitrepo.commit_paths(root, [path], f"retire {name}")
         return Registration(path, commit, current, [f"status: {current.status} -> retired"])
 
 
-def _resigned_text(path: Path, manifest: NodeManifest) -> str:
+def resigned_text(path: Path, manifest: NodeManifest) -> str:
     doc = read_yaml(path)
     doc.tree["status"] = manifest.status
     assert manifest.signature is not None

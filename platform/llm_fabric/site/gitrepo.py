@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -81,3 +82,42 @@ def show_file(root: Path, rev: str, path: str) -> str | None:
         ["git", "show", f"{rev}:{path}"], cwd=root, capture_output=True, text=True, env=_env(root), check=False
     )
     return proc.stdout if proc.returncode == 0 else None
+
+
+def _plumbing(root: Path, *args: str, env: dict[str, str], stdin: str | None = None) -> str:
+    proc = subprocess.run(["git", *args], cwd=root, input=stdin, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} failed in {root}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip()
+
+
+def commit_to_branch(root: Path, branch: str, files: dict[str, str], message: str) -> str | None:
+    """Commit `files` (repo-relative path -> text) onto `branch` without touching the checkout.
+
+    The branch starts at HEAD when it does not exist yet. Git's plumbing builds the commit in a
+    temporary index, so the working tree and the checked-out branch stay as they were: the change
+    waits on the branch for review (a merge request). Returns the commit id, or None if unchanged.
+    """
+    if subprocess.run(["git", "check-ref-format", "--branch", branch], capture_output=True, check=False).returncode:
+        raise UsageError(f"`{branch}` is not a valid git branch name", hint="e.g. --branch enroll/gpu7")
+    ref = f"refs/heads/{branch}"
+    if git(root, "symbolic-ref", "-q", "HEAD", check=False).strip() == ref:
+        raise UsageError(
+            f"`{branch}` is the branch checked out in {root}",
+            hint="name a review branch, or leave --branch out to commit to the checkout",
+        )
+    with repo_lock(root), tempfile.TemporaryDirectory(dir=root / ".git") as scratch:
+        env = _env(root) | {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        existing = git(root, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False).strip()
+        parent = existing or git(root, "rev-parse", "HEAD").strip()
+        _plumbing(root, "read-tree", parent, env=env)
+        for rel, text in files.items():
+            blob = _plumbing(root, "hash-object", "-w", "--stdin", env=env, stdin=text)
+            _plumbing(root, "update-index", "--add", "--cacheinfo", f"100644,{blob},{rel}", env=env)
+        tree = _plumbing(root, "write-tree", env=env)
+        if tree == _plumbing(root, "rev-parse", f"{parent}^{{tree}}", env=env):
+            return None
+        commit = _plumbing(root, "commit-tree", tree, "-p", parent, "-m", message, env=env)
+        # compare-and-swap: the branch must still be where it was read (or still absent)
+        _plumbing(root, "update-ref", ref, commit, existing or "0" * 40, env=env)
+        return commit

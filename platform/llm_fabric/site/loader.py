@@ -75,10 +75,23 @@ class _Collector:
         try:
             doc = read_yaml(path)
             self.documents[path] = doc
-            return validate_document(doc, model)
+            obj = validate_document(doc, model)
         except ConfigError as exc:
             self.problems.extend(exc.problems)
             return None
+        # the model defaults `version` for files the code writes; a file an operator writes states it
+        # (docs/site-repo.md), so that a version 2 can tell old files from new ones
+        if "version" in model.model_fields and isinstance(doc.tree, dict) and "version" not in doc.tree:
+            self.problems.append(
+                Problem(
+                    "required field `version` is missing",
+                    file=path,
+                    line=1,
+                    field="version",
+                    hint="add `version: 1` as the first line",
+                )
+            )
+        return obj
 
     def load_collection(self, root: Path, folder: str, model: type[M], named: bool) -> dict[str, M]:
         out: dict[str, M] = {}

@@ -6,15 +6,43 @@ used as Kubernetes names and label values unchanged.
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from llm_fabric.basemodel import FabricModel
 
-Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="a DNS label")]
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+NAME_RULE = (
+    "a name is a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, 63 at most"
+)
+_NAME = re.compile(NAME_PATTERN)
+
+
+def suggest_name(value: str) -> str:
+    """A valid name close to `value` (`My_Site` -> `my-site`), for error messages."""
+    label = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")[:63].strip("-")
+    return label or "name-01"
+
+
+def _dns_label(value: str) -> str:
+    # a rule in words and a suggestion, where a bare `pattern=` says only "should match '^[a-z0-9]...'"
+    if not _NAME.match(value):
+        raise PydanticCustomError(
+            "dns_label",
+            "`{value}` is not a valid name: {rule}; e.g. `{suggestion}`",
+            {"value": value[:80], "rule": NAME_RULE.removeprefix("a name is "), "suggestion": suggest_name(value)},
+        )
+    return value
+
+
+Name = Annotated[
+    str, AfterValidator(_dns_label), Field(description="a DNS label", json_schema_extra={"pattern": NAME_PATTERN})
+]
 CountryCode = Annotated[str, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2 country code")]
 CurrencyCode = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 currency code")]
 Money = Annotated[Decimal, Field(ge=0)]

@@ -1,0 +1,42 @@
+"""Cordon and uncordon a node: its manifest's `status`, re-signed and committed; nothing is drained.
+
+Placement, quotas and capacity count only `active` nodes (`plan.planning`, `deploy.sites`,
+`policies.allocation`), so the next plan moves new replicas off a cordoned node; what already runs
+there keeps running until the plan is deployed. `status` is signed content, so the change goes
+through the enrollment key like every other change of a manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.enrollment.registry import Registration, manifest_text, registry_lock, verified_manifest
+from llm_fabric.errors import UsageError
+from llm_fabric.nodes.retire import resigned_text
+from llm_fabric.signing import sign_manifest
+from llm_fabric.site import gitrepo
+
+Status = Literal["active", "cordoned"]
+
+
+def set_schedulable(root: Path, name: str, private: Ed25519PrivateKey, status: Status) -> Registration:
+    """Set NAME's status to `cordoned` or back to `active`; a commit of None means it already was."""
+    root = root.resolve()  # git runs inside root on paths joined onto it
+    verb = "cordon" if status == "cordoned" else "uncordon"
+    with registry_lock(root):
+        path, current = verified_manifest(root, name, verb)
+        if current.status == "retired":
+            raise UsageError(
+                f"`{name}` is retired; a retired node is not cordoned or uncordoned",
+                hint="re-enroll the machine (`fabric enroll`) to bring it back",
+            )
+        if current.status == status:
+            return Registration(path, None, current, [])
+        updated = sign_manifest(current.model_copy(update={"status": status}), private)
+        write_atomic(path, manifest_text(updated) if current.provenance == "enrolled" else resigned_text(path, updated))
+        commit = gitrepo.commit_paths(root, [path], f"{verb} {name}")
+        return Registration(path, commit, current, [f"status: {current.status} -> {status}"])
