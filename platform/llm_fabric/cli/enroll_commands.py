@@ -332,14 +332,22 @@ def nodes_verify_command(site_repo: Path) -> int:
       fabric nodes verify --site-repo ./site
     """
     from llm_fabric.enrollment.registry import verify_nodes
+    from llm_fabric.enrollment.signature_checks import signature_fix_hint
 
     statuses = verify_nodes(site_repo)
     bad = [s for s in statuses if s.problem is not None]
     if bad:
         raise PolicyRefusal(
             f"{len(bad)} of {len(statuses)} node manifests fail verification",
-            problems=[Problem(s.problem or "", file=s.path) for s in bad],
-            hint="re-enroll the machine (`fabric enroll`) or have an operator sign it (`fabric nodes sign`)",
+            problems=[
+                Problem(
+                    s.problem or "", file=s.path, hint=signature_fix_hint(site_repo, s.manifest) if s.manifest else None
+                )
+                for s in bad
+            ],
+            hint="a manifest that does not load: fix what `fabric validate` reports first"
+            if any(s.manifest is None for s in bad)
+            else None,
         )
     console.print(f"[green]all {len(statuses)} node signatures are valid[/]")
     return EXIT_OK

@@ -6,10 +6,27 @@ workloads on hardware claims that nobody with the enrollment key vouched for.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from llm_fabric.errors import UsageError
 from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.validation import Finding
+
+
+def signature_fix_hint(root: Path, node: NodeManifest) -> str:
+    """The command that gives NODE a valid signature again, by its provenance.
+
+    `fabric nodes sign` refuses enrolled manifests (their facts come from the machine): for those the
+    fix is re-enrolling; a declared manifest is signed by an operator.
+    """
+    if node.provenance == "enrolled":
+        return (
+            f"re-enroll the machine: `fabric enroll HOST --site-repo {root} --owner {node.owner} "
+            f"--site {node.site} --name {node.name}`"
+        )
+    return f"have an operator sign it: `fabric nodes sign {node.name} --site-repo {root}`"
 
 
 def check_node_signatures(site: SiteRepo) -> list[Finding]:
@@ -24,14 +41,7 @@ def check_node_signatures(site: SiteRepo) -> list[Finding]:
         problem = verify_manifest(node, keys)
         if problem is None:
             continue
-        # `fabric nodes sign` refuses enrolled manifests (their facts come from the machine): the hint
-        # names the command that works for this node's provenance
-        hint = (
-            f"re-enroll the machine: `fabric enroll HOST --site-repo {site.root} --owner {node.owner} "
-            f"--site {node.site} --name {name}`"
-            if node.provenance == "enrolled"
-            else f"have an operator sign it: `fabric nodes sign {name} --site-repo {site.root}`"
-        )
+        hint = signature_fix_hint(site.root, node)
         if not keys:
             hint = "no keys/*.pub in the site repo: run `fabric keys init --site-repo DIR`, then sign the nodes"
         loc = ("signature",) if node.signature is not None else ("name",)
