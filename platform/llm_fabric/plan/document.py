@@ -33,7 +33,10 @@ class ReplicaPlacement(FabricModel):
     gpu_model: str = Field(description="GPU catalog id")
     tensor_parallel_size: int = Field(ge=1)
     quantization: str
-    engine_args: list[str] = Field(description="`vllm serve` arguments after `serve`, model first")
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="the serving engine (the deployment's or recipe's)")
+    engine_args: list[str] = Field(
+        description="the engine's arguments: after `vllm serve` (model first) or `python3 -m sglang.launch_server`"
+    )
     engine_env: dict[str, str] = Field(default_factory=dict)
     dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
     data_classes: list[str]

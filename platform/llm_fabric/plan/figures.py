@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.capacity import CapacityEstimate
+from llm_fabric.engine.engines import command_for, deployment_engine
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage
@@ -22,7 +22,8 @@ from llm_fabric.site.models import Deployment, PolicySet
 def engine_for(
     recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: str, util: float, *, priority: bool
 ) -> tuple[list[str], dict[str, str]]:
-    cmd = engine_command(
+    cmd = command_for(
+        deployment_engine(dep, recipe),
         recipe,
         gpu=gpu,
         tensor_parallel_size=tp,
@@ -44,10 +45,14 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
     parts = [", ".join(f"{n}x({s})" for s, n in sorted(shapes.items())) or "not placed", quant]
     parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
     parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
-    if recipe.tool_call_parser:
-        parts.append(f"tools {recipe.tool_call_parser}")
-    if recipe.reasoning_parser:
-        parts.append(f"reasoning {recipe.reasoning_parser}")
+    engine = deployment_engine(dep, recipe)
+    tools, reasoning = recipe.parsers(engine)
+    if engine != "vllm":
+        parts.append(engine)
+    if tools:
+        parts.append(f"tools {tools}")
+    if reasoning:
+        parts.append(f"reasoning {reasoning}")
     if any(r.dedicated_for for r in reps):
         parts.append("priority scheduling")
     return ", ".join(parts)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from llm_fabric.engine.engines import deployment_engine
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
@@ -364,6 +365,7 @@ def decode(
                 gpu_model=node.gpus.catalog_id,
                 tensor_parallel_size=tp,
                 quantization=sizing.quantization,
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe]),
                 engine_args=args,
                 engine_env=env,
                 dedicated_for=owner,

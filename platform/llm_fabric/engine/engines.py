@@ -1,0 +1,66 @@
+"""Which engine serves a deployment, and its command, whichever engine it is.
+
+A deployment says `engine: vllm | sglang` in the site repo, or takes its recipe's `engine` (vLLM
+unless the recipe says otherwise). The plan calls `command_for` and records the engine with each
+replica; the renderer and the gateway read it from there.
+"""
+
+from __future__ import annotations
+
+from llm_fabric.engine.args import EngineCommand, engine_command
+from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.sglang_args import sglang_command
+from llm_fabric.hardware.catalog import GpuSpec
+from llm_fabric.site.models import Deployment
+
+
+def deployment_engine(dep: Deployment, recipe: Recipe) -> EngineName:
+    return dep.engine or recipe.engine
+
+
+def command_for(
+    engine: EngineName,
+    recipe: Recipe,
+    *,
+    gpu: GpuSpec,
+    tensor_parallel_size: int,
+    quantization: str | None = None,
+    kv_cache_dtype: str | None = None,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    max_num_seqs: int | None = None,
+    max_output_tokens: int | None = None,
+    presence_penalty: float | None = None,
+    priority_scheduling: bool = False,
+    served_model_name: str | None = None,
+) -> EngineCommand:
+    """The engine's command; `max_num_seqs` is vLLM's --max-num-seqs or SGLang's --max-running-requests."""
+    if engine == "sglang":
+        return sglang_command(
+            recipe,
+            gpu=gpu,
+            tensor_parallel_size=tensor_parallel_size,
+            quantization=quantization,
+            kv_cache_dtype=kv_cache_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_running_requests=max_num_seqs,
+            max_output_tokens=max_output_tokens,
+            presence_penalty=presence_penalty,
+            priority_scheduling=priority_scheduling,
+            served_model_name=served_model_name,
+        )
+    return engine_command(
+        recipe,
+        gpu=gpu,
+        tensor_parallel_size=tensor_parallel_size,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        max_output_tokens=max_output_tokens,
+        presence_penalty=presence_penalty,
+        priority_scheduling=priority_scheduling,
+        served_model_name=served_model_name,
+    )
