@@ -1,8 +1,8 @@
 """Which engine serves a deployment, and its command, whichever engine it is.
 
-A deployment says `engine: vllm | sglang` in the site repo, or takes its recipe's `engine` (vLLM
-unless the recipe says otherwise). The plan calls `command_for` and records the engine with each
-replica; the renderer and the gateway read it from there.
+A deployment says `engine: vllm | sglang` in the site repo; else the site's `defaults.engine` in
+fabric.yaml; else its recipe's `engine` (vLLM unless the recipe says otherwise). The plan calls
+`command_for` and records the engine with each replica; the renderer and the gateway read it there.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.site.models import Deployment
 
 
-def deployment_engine(dep: Deployment, recipe: Recipe) -> EngineName:
-    return dep.engine or recipe.engine
+def deployment_engine(dep: Deployment, recipe: Recipe, site_default: EngineName | None = None) -> EngineName:
+    return dep.engine or site_default or recipe.engine
 
 
 def command_for(

@@ -69,7 +69,7 @@ def _recipe_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe)
 
 def _engine_problems(site: SiteRepo, path: Path, dep: Deployment, recipe: Recipe) -> list[Problem]:
     """SGLang needs the recipe's `sglang:` section and a KV-cache dtype SGLang has."""
-    if deployment_engine(dep, recipe) != "sglang":
+    if deployment_engine(dep, recipe, site.config.defaults.engine) != "sglang":
         return []
     if recipe.sglang is None:
         msg = f"recipe `{recipe.id}` has no `sglang:` section: it is not known to run on SGLang"

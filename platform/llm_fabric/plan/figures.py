@@ -8,7 +8,7 @@ from collections import Counter
 
 from llm_fabric.engine.capacity import CapacityEstimate
 from llm_fabric.engine.engines import command_for, deployment_engine
-from llm_fabric.engine.recipes import Recipe
+from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage
 from llm_fabric.plan.sizing import contexts, replica_estimates
@@ -20,10 +20,18 @@ from llm_fabric.site.models import Deployment, PolicySet
 
 
 def engine_for(
-    recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: str, util: float, *, priority: bool
+    recipe: Recipe,
+    dep: Deployment,
+    gpu: GpuSpec,
+    tp: int,
+    quant: str,
+    util: float,
+    *,
+    priority: bool,
+    engine: EngineName = "vllm",
 ) -> tuple[list[str], dict[str, str]]:
     cmd = command_for(
-        deployment_engine(dep, recipe),
+        engine,
         recipe,
         gpu=gpu,
         tensor_parallel_size=tp,
@@ -45,7 +53,7 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
     parts = [", ".join(f"{n}x({s})" for s, n in sorted(shapes.items())) or "not placed", quant]
     parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
     parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
-    engine = deployment_engine(dep, recipe)
+    engine = reps[0].engine if reps else deployment_engine(dep, recipe)
     tools, reasoning = recipe.parsers(engine)
     if engine != "vllm":
         parts.append(engine)

@@ -352,6 +352,7 @@ def decode(
                 sizing.quantization,
                 ctx.util,
                 priority=priority,
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
             )
         args, env = list(engines[shape][0]), dict(engines[shape][1])
         out.append(
@@ -365,7 +366,7 @@ def decode(
                 gpu_model=node.gpus.catalog_id,
                 tensor_parallel_size=tp,
                 quantization=sizing.quantization,
-                engine=deployment_engine(dep, ctx.recipes[dep.recipe]),
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
                 engine_args=args,
                 engine_env=env,
                 dedicated_for=owner,

@@ -64,7 +64,9 @@ class DataClass(FabricModel):
 
 
 class Defaults(FabricModel):
-    engine: Literal["vllm"] = "vllm"
+    engine: Literal["vllm", "sglang"] | None = Field(
+        None, description="engine of the deployments that name none; default: each recipe's (vLLM unless it says)"
+    )
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=0.98)
     max_output_tokens: int = Field(32768, ge=1)
     data_class: str = "internal"
