@@ -21,7 +21,7 @@ What it reproduces from SGLang 0.5.23 (read in the pinned wheel):
   model); `prompt_tokens_details.cached_tokens` only with `enable_cache_report`, counted as the
   longest prefix shared with an earlier prompt (SGLang's radix cache, one token per page).
 
-The order in which requests started is kept for tests (`started`, or GET /standin/started).
+The order in which requests started (their `user` fields) is kept for tests (`started`, GET /standin/started).
 """
 
 from __future__ import annotations
@@ -102,8 +102,9 @@ class _Metrics:
 
 @dataclass(order=True)
 class _Waiting:
-    key: tuple[int, float]
+    key: tuple[int, int]
     ticket: int = field(compare=False)
+    name: str = field(compare=False)
     event: threading.Event = field(compare=False, default_factory=threading.Event)
     aborted: str | None = field(compare=False, default=None)
 
@@ -116,16 +117,16 @@ class Scheduler:
         self.lock = threading.Lock()
         self.running = 0
         self.waiting: list[_Waiting] = []
-        self.started: list[int] = []  # tickets in the order they started
+        self.started: list[str] = []  # request names in the order they started
         self.tokens_in_use = 0
         self._tickets = 0
 
-    def _key(self, priority: int | None) -> tuple[int, float]:
-        """Smaller sorts first: the preferred priority, then the oldest."""
+    def _key(self, priority: int | None) -> tuple[int, int]:
+        """Smaller sorts first: the preferred priority, then the oldest (arrival number)."""
         if not self.options.priority_scheduling:
-            return (0, time.monotonic())
+            return (0, self._tickets)
         value = priority if priority is not None else (self.options.default_priority or 0)
-        return (value if self.options.low_priority_values_first else -value, time.monotonic())
+        return (value if self.options.low_priority_values_first else -value, self._tickets)
 
     def _gauges(self) -> None:
         model = self.metrics.model
@@ -133,16 +134,16 @@ class Scheduler:
         self.metrics.queued.labels(model_name=model).set(len(self.waiting))
         self.metrics.usage.labels(model_name=model).set(min(1.0, self.tokens_in_use / self.options.kv_tokens))
 
-    def admit(self, priority: int | None) -> tuple[int, str | None]:
-        """Block until the request may run; (ticket, None) or (ticket, abort message)."""
+    def admit(self, priority: int | None, name: str) -> str | None:
+        """Block until the request may run; None, or the message it was aborted with."""
         with self.lock:
             self._tickets += 1
-            entry = _Waiting(self._key(priority), self._tickets)
+            entry = _Waiting(self._key(priority), self._tickets, name)
             if self.running < self.options.max_running and not self.waiting:
                 self.running += 1
-                self.started.append(entry.ticket)
+                self.started.append(name)
                 self._gauges()
-                return entry.ticket, None
+                return None
             if len(self.waiting) + 1 > self.options.max_queued:
                 worst = max(self.waiting) if self.waiting else None
                 if self.options.priority_scheduling and worst is not None and entry.key[0] < worst.key[0]:
@@ -150,11 +151,11 @@ class Scheduler:
                     worst.aborted = PREEMPTED
                     worst.event.set()
                 else:
-                    return entry.ticket, QUEUE_FULL
+                    return QUEUE_FULL
             self.waiting.append(entry)
             self._gauges()
         entry.event.wait()
-        return entry.ticket, entry.aborted
+        return entry.aborted
 
     def finish(self, tokens: int) -> None:
         with self.lock:
@@ -164,7 +165,7 @@ class Scheduler:
                 nxt = min(self.waiting)
                 self.waiting.remove(nxt)
                 self.running += 1
-                self.started.append(nxt.ticket)
+                self.started.append(nxt.name)
                 nxt.event.set()
             self._gauges()
 
@@ -182,7 +183,6 @@ class SglangStandin:
         self.metrics = _Metrics(options.served_model_name)
         self.scheduler = Scheduler(options, self.metrics)
         self.prompts: list[bytes] = []
-        self.tickets: dict[int, str] = {}  # ticket -> the request's `user` field (tests name requests by it)
         self._prompts_lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self.server.daemon_threads = True
@@ -194,8 +194,8 @@ class SglangStandin:
 
     @property
     def started(self) -> list[str]:
-        """The `user` names of the requests in the order they started."""
-        return [self.tickets.get(t, str(t)) for t in list(self.scheduler.started)]
+        """The requests' `user` fields (else their arrival numbers) in the order they started."""
+        return list(self.scheduler.started)
 
     def start(self) -> SglangStandin:
         self.thread.start()
@@ -230,8 +230,7 @@ class SglangStandin:
         stream = bool(body.get("stream"))
         output_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         arrived = time.monotonic()
-        ticket, aborted = self.scheduler.admit(body.get("priority"))
-        self.tickets[ticket] = str(body.get("user", ticket))
+        aborted = self.scheduler.admit(body.get("priority"), str(body.get("user", "")))
         model, streaming = self.metrics.model, str(stream).lower()
         if aborted is not None:
             self.metrics.requests.labels(model_name=model, is_streaming=streaming).inc()
