@@ -97,7 +97,12 @@ class _Metrics:
         )
         for gauge in (self.running, self.queued, self.usage):
             gauge.labels(model_name=model).set(0)
+        # series exist from the start at 0, so a scrape before the first request reads 0, not nothing
         self.aborted.labels(model_name=model)
+        self.cached.labels(model_name=model, cache_source="device")
+        for counter in (self.prompt, self.generation, self.requests):
+            for streaming in ("false", "true"):
+                counter.labels(model_name=model, is_streaming=streaming)
 
 
 @dataclass(order=True)
