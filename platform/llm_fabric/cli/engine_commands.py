@@ -89,6 +89,14 @@ def _print_estimate(est: CapacityEstimate) -> None:
     help="Instead: the capacity of every deployment of this site repo.",
 )
 @click.option("--site", "legacy_site_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default="vllm",
+    show_default=True,
+    help="sglang: SGLang's memory semantics (--mem-fraction-static, DP attention).",
+)
+@click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
 def capacity_command(
     model: str | None,
@@ -103,6 +111,8 @@ def capacity_command(
     max_num_seqs: int | None,
     site_dir: Path | None,
     legacy_site_dir: Path | None,
+    engine: str,
+    attn_dp: int,
     as_json: bool,
 ) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
@@ -111,6 +121,7 @@ def capacity_command(
     Examples:
       fabric capacity --model llama-3.3-70b --gpu h200 --count 1 --context 3000 --users 48
       fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 100000 --json
+      fabric capacity --model deepseek-v3.2 --gpu b200 --count 8 --tp 8 --engine sglang --attn-dp 8
       fabric capacity -C ./site
     """
     if legacy_site_dir is not None:
@@ -127,6 +138,35 @@ def capacity_command(
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
+    if engine == "sglang":
+        from llm_fabric.engine.sglang_capacity import sglang_estimate
+
+        sg = sglang_estimate(
+            get_recipe(model),
+            load_gpu_catalog().get(gpu_id),
+            count,
+            tensor_parallel_size=tp,
+            attn_dp_size=attn_dp,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            context_tokens=context,
+            users=users,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_running_requests=max_num_seqs,
+        )
+        if as_json:
+            print_json(sg.as_dict())
+        else:
+            _print_estimate(sg.estimate)
+            console.print(
+                f"SGLang: --mem-fraction-static {sg.mem_fraction_static:g} (the same KV pool), "
+                f"--attn-dp-size {sg.attn_dp_size}: {sg.kv_copies} cop{'y' if sg.kv_copies == 1 else 'ies'} "
+                "of each token's KV per replica; max-num-seqs is --max-running-requests",
+                markup=False,
+            )
+        return 0 if sg.estimate.fits else 3
+    if attn_dp != 1:
+        raise click.UsageError("--attn-dp is SGLang's (add --engine sglang)")
     est = estimate(
         get_recipe(model),
         load_gpu_catalog().get(gpu_id),

@@ -16,11 +16,11 @@ logit processor only when the request names one, so the gateway attaches `custom
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
+from llm_fabric.engine.recipes import EngineName
 from llm_fabric.engine.sglang_args import OWNER_PRIORITY, POOL_PRIORITY
 
-EngineName = Literal["vllm", "sglang"]
 SGLANG_GUARD_MODULE = "llm_fabric.engine.runtime.sglang_loop_guard"
 SGLANG_GUARD_CLASS = "SglangLoopGuard"
 
