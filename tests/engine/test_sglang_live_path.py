@@ -15,19 +15,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from llm_fabric.cli.main import main
 from llm_fabric.engine.local.sglang_standin import QUEUE_FULL, SglangStandin, StandinOptions
 from llm_fabric.engine.local.traffic import plan_burst, send_burst, write_records
-from llm_fabric.ledger.period import Month
 from llm_fabric.site.loader import load_site
-from tests.fixtures.prometheus import PrometheusServer, scrape_job
+from tests.engine.live import counter_totals, run_report, scrape_replica, wait_scraped
+from tests.fixtures.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.slow]
 
@@ -59,28 +55,7 @@ def standin() -> Iterator[SglangStandin]:
 
 def engine_counters(url: str) -> dict[str, int]:
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    totals = dict.fromkeys(COUNTERS, 0.0)
-    names = {name: key for key, name in COUNTERS.items()}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name in names:
-                totals[names[sample.name]] += sample.value
-    return {key: int(value) for key, value in totals.items()}
-
-
-def wait_scraped(prom: PrometheusServer, counters: dict[str, int], timeout: float = 60) -> None:
-    def scraped(name: str) -> float | None:
-        result = prom.query(f'sum(max_over_time({name}{{deployment="{DEPLOYMENT}"}}[1m]))')
-        return float(result[0]["value"][1]) if result else None
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(scraped(COUNTERS[key]) == value for key, value in counters.items()):
-            time.sleep(2.5)
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"Prometheus never scraped {counters}:\n{prom.log_tail()}")
+        return counter_totals(response.read().decode(), COUNTERS)
 
 
 def turned_away(standin: SglangStandin, count: int) -> list[str]:
@@ -116,25 +91,10 @@ def test_sglang_counters_reach_the_report_through_prometheus(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    now = datetime.now(UTC)
-    month = Month(now.year, now.month)
-    if month.end - now < timedelta(minutes=15):
-        pytest.skip("the month ends within 15 minutes: the burst could straddle two months")
+    prom, node, month = scrape_replica(prometheus_factory, site_repo, standin.base_url, DEPLOYMENT, "sglang")
     site = load_site(site_repo)
-    node = sorted(site.nodes.values(), key=lambda n: n.name)[0]
-    labels = {
-        "deployment": DEPLOYMENT,
-        "replica": f"{DEPLOYMENT}-0",
-        "owner": node.owner,
-        "site": node.site,
-        "node": node.name,
-    }
-    target = standin.base_url.removeprefix("http://")
-    prom = prometheus_factory(
-        scrape_configs=[scrape_job("sglang", [target], static_configs=[{"targets": [target], "labels": labels}])]
-    )
     before = engine_counters(standin.base_url)
-    wait_scraped(prom, before)
+    wait_scraped(prom, DEPLOYMENT, COUNTERS, before)
 
     assert turned_away(standin, 3) == [QUEUE_FULL] * 3
     planned = plan_burst(
@@ -143,7 +103,7 @@ def test_sglang_counters_reach_the_report_through_prometheus(
     records = send_burst(standin.base_url, DEPLOYMENT, planned, deployment=DEPLOYMENT, concurrency=1)
     records_path = write_records(tmp_path / "requests.jsonl", records)
     after = engine_counters(standin.base_url)
-    wait_scraped(prom, after)
+    wait_scraped(prom, DEPLOYMENT, COUNTERS, after)
 
     rise = {key: after[key] - before[key] for key in COUNTERS}
     served = COUNT + 1  # the burst and the request that held the slot; the three turned away are aborted
@@ -164,10 +124,3 @@ def test_sglang_counters_reach_the_report_through_prometheus(
     assert reconciled["engine_input_tokens"] == rise["input"]
     assert reconciled["engine_output_tokens"] == rise["output"]
     assert reconciled["records_input_tokens"] == sum(r["prompt_tokens"] for r in records)
-
-
-def run_report(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
-    capsys.readouterr()
-    assert main(["report", *args, "--json"]) == 0, capsys.readouterr().err
-    report: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return report

@@ -7,11 +7,26 @@ fabric.yaml; else its recipe's `engine` (vLLM unless the recipe says otherwise).
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from llm_fabric.engine.args import EngineCommand, engine_command
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.sglang_args import sglang_command
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.site.models import Deployment
+
+
+class _CommonArgs(TypedDict):
+    """What both engines' command builders take under the same names."""
+
+    quantization: str | None
+    kv_cache_dtype: str | None
+    max_model_len: int | None
+    gpu_memory_utilization: float
+    max_output_tokens: int | None
+    presence_penalty: float | None
+    priority_scheduling: bool
+    served_model_name: str | None
 
 
 def deployment_engine(dep: Deployment, recipe: Recipe, site_default: EngineName | None = None) -> EngineName:
@@ -35,32 +50,20 @@ def command_for(
     served_model_name: str | None = None,
 ) -> EngineCommand:
     """The engine's command; `max_num_seqs` is vLLM's --max-num-seqs or SGLang's --max-running-requests."""
+    common: _CommonArgs = {
+        "quantization": quantization,
+        "kv_cache_dtype": kv_cache_dtype,
+        "max_model_len": max_model_len,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_output_tokens": max_output_tokens,
+        "presence_penalty": presence_penalty,
+        "priority_scheduling": priority_scheduling,
+        "served_model_name": served_model_name,
+    }
     if engine == "sglang":
         return sglang_command(
-            recipe,
-            gpu=gpu,
-            tensor_parallel_size=tensor_parallel_size,
-            quantization=quantization,
-            kv_cache_dtype=kv_cache_dtype,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_running_requests=max_num_seqs,
-            max_output_tokens=max_output_tokens,
-            presence_penalty=presence_penalty,
-            priority_scheduling=priority_scheduling,
-            served_model_name=served_model_name,
+            recipe, gpu=gpu, tensor_parallel_size=tensor_parallel_size, max_running_requests=max_num_seqs, **common
         )
     return engine_command(
-        recipe,
-        gpu=gpu,
-        tensor_parallel_size=tensor_parallel_size,
-        quantization=quantization,
-        kv_cache_dtype=kv_cache_dtype,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        max_output_tokens=max_output_tokens,
-        presence_penalty=presence_penalty,
-        priority_scheduling=priority_scheduling,
-        served_model_name=served_model_name,
+        recipe, gpu=gpu, tensor_parallel_size=tensor_parallel_size, max_num_seqs=max_num_seqs, **common
     )

@@ -9,16 +9,14 @@ the make target. Recipes without an `sglang:` section are not cases (they cannot
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 
 from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.engine.sglang_args import SGLANG_VERSION, sglang_command
-from llm_fabric.engine.vllm_check import ArgCase, ArgVerdict
-from llm_fabric.errors import FabricError, PolicyRefusal, UsageError
+from llm_fabric.engine.vllm_check import ArgCase, ArgVerdict, run_probe
+from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
 WHEEL_CACHE = Path(".cache") / "sglang"
@@ -73,29 +71,8 @@ def check_with_sglang(
     cases: list[ArgCase], python: Path | None = None, wheel: Path | None = None, timeout: float = 300
 ) -> list[ArgVerdict]:
     """Run the cases through the pinned SGLang's own parser (in the engine venv)."""
-    interpreter = python or engine_python()
-    folder = wheel_dir(wheel)
-    payload = json.dumps([{"label": c.label, "args": c.args} for c in cases])
-    try:
-        done = subprocess.run(
-            [str(interpreter), "-m", "llm_fabric.engine.runtime.sglang_probe", "args", str(folder)],
-            input=payload,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={
-                "PATH": "/usr/bin:/bin",
-                "HOME": str(Path.home()),
-                "HF_HUB_OFFLINE": "1",
-                "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
-            },
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise FabricError(f"SGLang's argument check did not finish in {timeout:.0f} s") from exc
-    if done.returncode != 0:
-        raise FabricError(
-            f"SGLang's argument check failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
-            hint="is llm-fabric installed in the engine environment? (`make engine` does it)",
-        )
-    return [ArgVerdict(r["label"], bool(r["ok"]), list(r["problems"])) for r in json.loads(done.stdout)]
+    module = ["llm_fabric.engine.runtime.sglang_probe", "args", str(wheel_dir(wheel))]
+    env = {"HF_HUB_OFFLINE": "1"}
+    if os.environ.get("PYTHONPATH"):  # a checkout's llm_fabric ahead of the engine venv's install
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return run_probe(f"SGLang {SGLANG_VERSION}", python or engine_python(), module, cases, env, timeout)
