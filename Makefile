@@ -94,4 +94,4 @@ lint: venv
 test: pytest typecheck lint
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .cache/wheels .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(ENGINE_VENV) .cache/wheels $(SGLANG_CACHE) .demo .mypy_cache .ruff_cache .pytest_cache
