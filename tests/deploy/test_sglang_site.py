@@ -4,6 +4,7 @@ chained through the real commands (what `plan -o` writes, `render --plan` reads)
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,3 +105,18 @@ def test_a_misspelt_engine_is_named_with_file_line_and_fix(
     shown = "".join(capsys.readouterr())
     assert "deployments/glm-5-1.yaml:7: engine:" in shown and "use one of 'vllm' or 'sglang'" in shown
     assert "Traceback" not in shown
+
+
+def test_plan_base_shows_the_switch_for_review(
+    make_site_repo: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = make_site_repo()
+    switch(site, ["gpt-oss-120b"])
+    git = ["git", "-C", str(site), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "commit", "-qam", "gpt-oss-120b on SGLang"], check=True)
+    capsys.readouterr()
+    assert main(["plan", "-C", str(site), "--base", "HEAD~1", "--json"]) == 0
+    diff = json.loads(capsys.readouterr().out)["diff"]
+    assert diff["replicas"] == [
+        {"deployment": "gpt-oss-120b", "index": 0, "change": "engine", "before": "vllm", "after": "sglang"}
+    ]

@@ -120,7 +120,9 @@ class SolverReport(FabricModel):
 class ReplicaChange(FabricModel):
     deployment: str
     index: int
-    change: Literal["added", "moved", "removed"]
+    change: Literal["added", "moved", "removed", "engine"] = Field(
+        description="engine: same seat, another serving engine (the replica restarts on it)"
+    )
     before: str | None = None
     after: str | None = None
 
