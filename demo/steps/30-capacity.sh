@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Capacity of the reference site's deployments (recipes x GPU catalog x kernel matrix), one sizing
-# question from seed 002, and the vLLM command of the Kimi deployment.
+# question from seed 002, and the vLLM and SGLang commands of the Kimi deployment.
 set -euo pipefail
 echo "\$ fabric capacity -C $SITE"
 "$FABRIC" capacity -C "$SITE"
@@ -15,3 +15,6 @@ rc=0
 echo
 echo "\$ fabric engine-args --model kimi-k2.6 --gpu b300 --count 4"
 "$FABRIC" engine-args --model kimi-k2.6 --gpu b300 --count 4
+echo
+echo "\$ fabric engine-args --model kimi-k2.6 --gpu b300 --count 4 --engine sglang   # the same replica on SGLang"
+"$FABRIC" engine-args --model kimi-k2.6 --gpu b300 --count 4 --engine sglang
