@@ -5,15 +5,20 @@ pinned wheel imports without them: `make engine` unpacks the wheel (downloaded w
 dependencies) into `.cache/sglang/<version>/`, and this module, run by the engine venv's
 interpreter (which has torch, msgspec and the other modules `sglang.srt.server_args` imports),
 builds SGLang's own parser with `ServerArgs.add_cli_args` - the parser `sglang serve` and
-`python -m sglang.launch_server` use - and parses each case with it. Its choices are SGLang's
-registries: `--tool-call-parser` and `--reasoning-parser` from the parser-name lists the
-registries are tested against upstream, `--quantization` and `--kv-cache-dtype` from its choice lists.
+`python -m sglang.launch_server` use - and parses each case with it. The parser registries are
+imported first (`FunctionCallParser.ToolCallParserEnum`, `ReasoningParser.DetectorMap`), so the
+`--tool-call-parser` / `--reasoning-parser` choices are the registries themselves (server_args
+reads them when loaded, else its name lists); `--quantization` and `--kv-cache-dtype` come from its
+choice lists.
 
 Why importing, not reading the source with `ast`: the flags are declared as annotated fields spread
 over twenty namespaces, plus flags added by hand in `add_cli_args` (the parser choices, deprecated
 spellings); only running that code gives the parser SGLang really builds. The one thing skipped
 is `sglang/__init__.py`, the frontend language API, which imports IPython and patches
-transformers: the `sglang` package is registered with its path and without running it.
+transformers: the `sglang` package is registered with its path and without running it. The
+registries import `sglang.utils`, whose notebook helpers import `IPython.display` at load time and
+are not used by any parser: when IPython is absent (the engine venv has none), an empty
+`IPython.display` module stands in for it.
 `ServerArgs.resolve_once` / `check_server_args` are not run: they read the checkpoint and the GPU.
 
 When a case enables custom logit processors, the fabric's SGLang loop guard is also serialized and
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import sys
@@ -49,6 +55,28 @@ def register_wheel(wheel_dir: Path) -> None:
         stub = types.ModuleType("sglang")
         stub.__path__ = [str(package)]
         sys.modules["sglang"] = stub
+
+
+def _notebook_display_stand_in() -> None:
+    """`sglang.utils` imports `HTML` and `display` from IPython for notebooks; parsers never call them."""
+    if importlib.util.find_spec("IPython") is None:
+        display = types.ModuleType("IPython.display")
+        display.HTML = display.display = None  # type: ignore[attr-defined]
+        package = types.ModuleType("IPython")
+        package.display = display  # type: ignore[attr-defined]
+        sys.modules |= {"IPython": package, "IPython.display": display}
+
+
+def registries() -> dict[str, set[str]]:
+    """SGLang's tool-call and reasoning parser registries (importing them makes them the parser's choices)."""
+    _notebook_display_stand_in()
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    return {
+        "tool_call_parser": {str(name) for name in FunctionCallParser.ToolCallParserEnum},
+        "reasoning_parser": {str(name) for name in ReasoningParser.DetectorMap},
+    }
 
 
 def _parser() -> Any:
@@ -78,7 +106,7 @@ def _check_loop_guard() -> list[str]:
     return []
 
 
-def check_case(parser: Any, args: list[str]) -> list[str]:
+def check_case(parser: Any, known: dict[str, set[str]], args: list[str]) -> list[str]:
     from sglang.srt.server_args import ServerArgs
 
     stderr = io.StringIO()
@@ -90,6 +118,10 @@ def check_case(parser: Any, args: list[str]) -> list[str]:
     except SystemExit:
         return [f"SGLang's parser exited: {stderr.getvalue().strip()[-400:]}"]
     problems: list[str] = []
+    for attr, names in known.items():
+        value = getattr(namespace, attr, None)
+        if value not in (None, "auto") and value not in names:
+            problems.append(f"--{attr.replace('_', '-')} {value!r} is not registered in this SGLang")
     try:
         ServerArgs.from_cli_args(namespace)
     except (TypeError, ValueError) as exc:
@@ -107,10 +139,11 @@ def check_case(parser: Any, args: list[str]) -> list[str]:
 
 
 def check_args(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    known = registries()  # before the parser: its parser choices are then the registries
     parser = _parser()
     results = []
     for case in cases:
-        problems = check_case(parser, list(case["args"]))
+        problems = check_case(parser, known, list(case["args"]))
         results.append({"label": case["label"], "ok": not problems, "problems": problems})
     return results
 
