@@ -109,6 +109,22 @@ class GpuInventory(FabricModel):
         return self.count * self.memory_mib * 1024 * 1024 / 1e9
 
 
+class RdmaPort(FabricModel):
+    """One port of an RDMA device (`ibstat`, /sys/class/infiniband): what multi-node replicas run over."""
+
+    device: str = Field(description="RDMA device, e.g. mlx5_0")
+    port: int = Field(ge=1)
+    link_layer: Literal["InfiniBand", "Ethernet"] | None = Field(None, description="Ethernet = RoCE")
+    rate_gbps: float | None = Field(None, description="link rate, e.g. 400 (NDR) or 200")
+    state: str | None = Field(None, description="logical port state: ACTIVE, INIT, ARMED, DOWN")
+    physical_state: str | None = Field(None, description="LinkUp, Polling, Disabled...")
+    netdevs: list[str] = Field(default_factory=list, description="network interfaces of the device (RoCE)")
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "ACTIVE" and self.physical_state in (None, "LinkUp")
+
+
 class HostInventory(FabricModel):
     hostname: str | None = None
     cpu_model: str | None = None
@@ -116,6 +132,7 @@ class HostInventory(FabricModel):
     memory_gb: float | None = None
     os: str | None = None
     kernel: str | None = None
+    rdma: list[RdmaPort] = Field(default_factory=list, description="RDMA ports; empty when the host has none")
 
 
 class CheckResult(FabricModel):
