@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Capacity of the reference site's deployments (recipes x GPU catalog x kernel matrix), one sizing
 # question from seed 002 (TP, then a multi-node replica and data-parallel attention), and the vLLM
-# command of the Kimi deployment.
+# and SGLang commands of the Kimi deployment.
 set -euo pipefail
 echo "\$ fabric capacity -C $SITE"
 "$FABRIC" capacity -C "$SITE"
@@ -22,3 +22,6 @@ echo "\$ fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 1000
 echo
 echo "\$ fabric engine-args --model kimi-k2.6 --gpu b300 --count 4"
 "$FABRIC" engine-args --model kimi-k2.6 --gpu b300 --count 4
+echo
+echo "\$ fabric engine-args --model kimi-k2.6 --gpu b300 --count 4 --engine sglang   # the same replica on SGLang"
+"$FABRIC" engine-args --model kimi-k2.6 --gpu b300 --count 4 --engine sglang

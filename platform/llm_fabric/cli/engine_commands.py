@@ -1,4 +1,4 @@
-"""`fabric models`, `fabric capacity`, `fabric engine-args`: the recipes, their capacity, their vLLM command."""
+"""`fabric models`, `fabric capacity`, `fabric engine-args`: the recipes, their capacity, their engine command."""
 
 from __future__ import annotations
 
@@ -147,6 +147,14 @@ def _print_estimate(est: CapacityEstimate) -> None:
     help="Instead: the capacity of every deployment of this site repo.",
 )
 @click.option("--site", "legacy_site_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default="vllm",
+    show_default=True,
+    help="sglang: SGLang's memory semantics (--mem-fraction-static, DP attention).",
+)
+@click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
 def capacity_command(
     model: str | None,
@@ -167,6 +175,8 @@ def capacity_command(
     max_num_seqs: int | None,
     site_dir: Path | None,
     legacy_site_dir: Path | None,
+    engine: str,
+    attn_dp: int,
     as_json: bool,
 ) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
@@ -182,6 +192,7 @@ def capacity_command(
       fabric capacity --model llama-3.3-70b --gpu h200 --count 8 --input-tokens 2000 --output-tokens 500 \\
           --users 500 --itl-ms 50
       fabric capacity --model deepseek-v3 --gpu h100-sxm --count 16
+      fabric capacity --model deepseek-v3.2 --gpu b200 --count 8 --tp 8 --engine sglang --attn-dp 8
       fabric capacity -C ./site
     """
     if legacy_site_dir is not None:
@@ -198,6 +209,35 @@ def capacity_command(
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
+    if engine == "sglang":
+        from llm_fabric.engine.sglang_capacity import sglang_estimate
+
+        sg = sglang_estimate(
+            get_recipe(model),
+            load_gpu_catalog().get(gpu_id),
+            count,
+            tensor_parallel_size=tp,
+            attn_dp_size=attn_dp,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            context_tokens=context,
+            users=1 if users == "max" else int(users),
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_running_requests=max_num_seqs,
+        )
+        if as_json:
+            print_json(sg.as_dict())
+        else:
+            _print_estimate(sg.estimate)
+            console.print(
+                f"SGLang: --mem-fraction-static {sg.mem_fraction_static:g} (the same KV pool), "
+                f"--attn-dp-size {sg.attn_dp_size}: {sg.kv_copies} cop{'y' if sg.kv_copies == 1 else 'ies'} "
+                "of each token's KV per replica; max-num-seqs is --max-running-requests",
+                markup=False,
+            )
+        return 0 if sg.estimate.fits else 3
+    if attn_dp != 1:
+        raise click.UsageError("--attn-dp is SGLang's (add --engine sglang)")
     est = estimate(
         get_recipe(model),
         load_gpu_catalog().get(gpu_id),
@@ -285,6 +325,14 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @_max_num_seqs_option
 @click.option("--priority", is_flag=True, help="Priority scheduling (dedicated allocations).")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default=None,
+    help="The serving engine (default: the recipe's, vLLM unless it says).",
+)
+@click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
+@click.option("--ep", type=int, default=1, show_default=True, help="SGLang: expert-parallel size.")
 @click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
 def engine_args_command(
     model: str,
@@ -299,9 +347,14 @@ def engine_args_command(
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
     priority: bool,
+    engine: str | None,
+    attn_dp: int,
+    ep: int,
     as_json: bool,
 ) -> None:
-    """Print the `vllm serve` command and environment for a recipe on a GPU model.
+    """Print the engine command and environment for a recipe on a GPU model.
+
+    `vllm serve ...` or, with `--engine sglang`, `python3 -m sglang.launch_server ...`.
 
     \b
     Examples:
@@ -309,10 +362,12 @@ def engine_args_command(
       fabric engine-args --model gpt-oss-120b --gpu h200 --count 1 --priority --json
       fabric engine-args --model deepseek-v3 --gpu b200 --count 8 --parallelism dp-ep
       fabric engine-args --model deepseek-v3 --gpu h100-sxm --count 16 --node-rank 1   # the second node
+      fabric engine-args --model deepseek-v3.2 --gpu b200 --count 8 --engine sglang --attn-dp 8 --ep 8
     """
-    from llm_fabric.engine.args import engine_command
     from llm_fabric.engine.capacity import estimate
+    from llm_fabric.engine.engines import command_for
     from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.engine.sglang_args import sglang_command
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)
@@ -328,32 +383,54 @@ def engine_args_command(
         context_tokens=max_model_len or recipe.architecture.max_context,
         gpu_memory_utilization=gpu_memory_utilization,
     ).layout
-    cmd = engine_command(
-        recipe,
-        gpu=gpu,
-        layout=layout,
-        node_rank=node_rank,
-        quantization=quantization,
-        kv_cache_dtype=kv_dtype,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        priority_scheduling=priority,
-    )
+    engine = engine or recipe.engine
+    if (attn_dp, ep) != (1, 1):
+        if engine != "sglang":
+            raise click.UsageError("--attn-dp and --ep are SGLang's (add --engine sglang); vLLM's is --parallelism")
+        # SGLang's own flags, as given: its tensor parallel size counts every GPU of the replica
+        cmd = sglang_command(
+            recipe,
+            gpu=gpu,
+            tensor_parallel_size=tp or layout.gpus,
+            attn_dp_size=attn_dp,
+            ep_size=ep,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_running_requests=max_num_seqs,
+            priority_scheduling=priority,
+        )
+    else:
+        cmd = command_for(
+            engine,  # type: ignore[arg-type]
+            recipe,
+            gpu=gpu,
+            layout=layout,
+            node_rank=node_rank,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            priority_scheduling=priority,
+        )
     if as_json:
-        print_json(cmd.as_dict())
+        print_json(cmd.as_dict() | {"engine": engine})
         return
     for key, value in sorted(cmd.env.items()):
         click.echo(f"export {key}={shlex.quote(value)}")
-    click.echo(" \\\n    ".join(_pairs(cmd.argv())))
+    # vLLM's model is positional: it stays on the first line with `vllm serve`
+    head = len(cmd.launcher) + (1 if engine == "vllm" else 0)
+    click.echo(" \\\n    ".join(_pairs(cmd.argv(), head)))
     if cmd.request_defaults:
         click.echo(f"# request defaults for the gateway to inject: {cmd.request_defaults}")
 
 
-def _pairs(argv: list[str]) -> list[str]:
-    """`vllm serve MODEL` on the first line, then each flag with its value on a line of its own."""
-    out: list[str] = [" ".join(shlex.quote(a) for a in argv[:3])]
-    for item in argv[3:]:
+def _pairs(argv: list[str], head: int = 3) -> list[str]:
+    """The first `head` words (`vllm serve MODEL`) on the first line, then each flag with its value on its own."""
+    out: list[str] = [" ".join(shlex.quote(a) for a in argv[:head])]
+    for item in argv[head:]:
         if out and not item.startswith("--") and out[-1].startswith("--") and " " not in out[-1]:
             out[-1] += " " + shlex.quote(item)
         else:
@@ -387,7 +464,7 @@ def models_command(as_json: bool) -> None:
             ]
         )  # fmt: skip
         return
-    table = Table("id", "model", "params (B)", "active (B)", "context", "quantizations", "tiers")
+    table = Table("id", "model", "params (B)", "active (B)", "context", "quantizations", "tiers", "engine")
     for r in recipes:
         quantizations = ", ".join(f"{q}*" if q == r.default_quantization else q for q in sorted(r.quantizations))
         a = r.architecture
@@ -399,6 +476,7 @@ def models_command(as_json: bool) -> None:
             f"{a.max_context:,}",
             quantizations,
             "full, limited" if r.small else "full",
+            r.engine,
         )
     console.print(table)
     console.print("* the default quantization", markup=False)

@@ -33,10 +33,11 @@ class EngineCommand:
     args: list[str]
     env: dict[str, str]
     request_defaults: dict[str, float | int] = field(default_factory=dict)
+    launcher: tuple[str, ...] = ("vllm", "serve")  # SGLang's: llm_fabric.engine.sglang_args.LAUNCHER
 
     def argv(self) -> list[str]:
-        """The full command line, `vllm serve MODEL ...`."""
-        return ["vllm", "serve", *self.args]
+        """The full command line, `vllm serve MODEL ...` or `python3 -m sglang.launch_server --model-path ...`."""
+        return [*self.launcher, *self.args]
 
     def as_dict(self) -> dict[str, object]:
         return {"args": self.args, "env": self.env, "request_defaults": self.request_defaults, "argv": self.argv()}

@@ -1,4 +1,5 @@
-"""What a change to the site repo does to the plan: replicas added, moved, removed; capacity per
+"""What a change to the site repo does to the plan: replicas added, moved, removed, switched to another
+engine; capacity per
 deployment before and after; policy violations and shortfalls that appear or go away.
 """
 
@@ -26,6 +27,8 @@ def _replica_changes(base: Plan, new: Plan) -> list[ReplicaChange]:
             out.append(ReplicaChange(deployment=key[0], index=key[1], change="removed", before=seat(b)))
         elif a is not None and b is not None and seat(a) != seat(b):
             out.append(ReplicaChange(deployment=key[0], index=key[1], change="moved", before=seat(b), after=seat(a)))
+        elif a is not None and b is not None and a.engine != b.engine:
+            out.append(ReplicaChange(deployment=key[0], index=key[1], change="engine", before=b.engine, after=a.engine))
     return out
 
 

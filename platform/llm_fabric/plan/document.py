@@ -43,7 +43,10 @@ class ReplicaPlacement(FabricModel):
         description="a multi-node replica's other nodes (node is its leader); each gives all its GPUs",
     )
     quantization: str
-    engine_args: list[str] = Field(description="`vllm serve` arguments after `serve`, model first")
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="the serving engine (the deployment's or recipe's)")
+    engine_args: list[str] = Field(
+        description="the engine's arguments: after `vllm serve` (model first) or `python3 -m sglang.launch_server`"
+    )
     worker_engine_args: list[str] = Field(
         default_factory=list, description="a multi-node replica's arguments on its second node (node rank 1)"
     )
@@ -165,7 +168,9 @@ class SolverReport(FabricModel):
 class ReplicaChange(FabricModel):
     deployment: str
     index: int
-    change: Literal["added", "moved", "removed"]
+    change: Literal["added", "moved", "removed", "engine"] = Field(
+        description="engine: same seat, another serving engine (the replica restarts on it)"
+    )
     before: str | None = None
     after: str | None = None
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.capacity import CapacityEstimate
+from llm_fabric.engine.engines import command_for, deployment_engine
 from llm_fabric.engine.parallelism import Layout
-from llm_fabric.engine.recipes import Recipe
+from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage, SpeedFigures
 from llm_fabric.plan.sizing import contexts, replica_estimates
@@ -30,8 +30,10 @@ def engine_for(
     *,
     priority: bool,
     node_rank: int = 0,
+    engine: EngineName = "vllm",
 ) -> tuple[list[str], dict[str, str]]:
-    cmd = engine_command(
+    cmd = command_for(
+        engine,
         recipe,
         gpu=gpu,
         layout=layout,
@@ -54,10 +56,14 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
     parts = [", ".join(f"{n}x({s})" for s, n in sorted(shapes.items())) or "not placed", quant]
     parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
     parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
-    if recipe.tool_call_parser:
-        parts.append(f"tools {recipe.tool_call_parser}")
-    if recipe.reasoning_parser:
-        parts.append(f"reasoning {recipe.reasoning_parser}")
+    engine = reps[0].engine if reps else deployment_engine(dep, recipe)
+    tools, reasoning = recipe.parsers(engine)
+    if engine != "vllm":
+        parts.append(engine)
+    if tools:
+        parts.append(f"tools {tools}")
+    if reasoning:
+        parts.append(f"reasoning {reasoning}")
     if any(r.dedicated_for for r in reps):
         parts.append("priority scheduling")
     return ", ".join(parts)

@@ -10,6 +10,7 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from llm_fabric.engine.engines import deployment_engine
 from llm_fabric.engine.parallelism import Layout, tp_layout
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
@@ -364,6 +365,7 @@ def decode(
                 sizing.quantization,
                 ctx.util,
                 priority=priority,
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
             )
         args, env = list(engines[shape][0]), dict(engines[shape][1])
         out.append(
@@ -379,6 +381,7 @@ def decode(
                 parallelism=layout.strategy,
                 data_parallel_size=layout.data_parallel_size,
                 quantization=sizing.quantization,
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
                 engine_args=args,
                 engine_env=env,
                 dedicated_for=owner,
@@ -430,9 +433,12 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
         index = next(i for i in range(len(used) + len(ctx.multi.replicas) + 1) if (dep.name, i) not in used)
         used.add((dep.name, index))
         recipe = ctx.recipes[dep.recipe]
-        args, env = engine_for(recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False)
+        engine = deployment_engine(dep, recipe, ctx.site.config.defaults.engine)
+        args, env = engine_for(
+            recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, engine=engine
+        )
         worker, _ = engine_for(
-            recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, node_rank=1
+            recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, node_rank=1, engine=engine
         )
         out.append(
             ReplicaPlacement(
@@ -449,6 +455,7 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
                 data_parallel_size=group.layout.data_parallel_size,
                 pipeline_parallel_size=group.layout.pipeline_parallel_size,
                 quantization=group.quantization,
+                engine=engine,
                 engine_args=args,
                 worker_engine_args=worker,
                 engine_env=env,

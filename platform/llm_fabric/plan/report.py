@@ -132,7 +132,7 @@ def _diff(diff: PlanDiff) -> list[Section]:
         f"Changes against {diff.base_revision}: replicas",
         ("deployment", "replica", "change", "before", "after"),
         [(c.deployment, str(c.index), c.change, c.before or "-", c.after or "-") for c in diff.replicas],
-        () if diff.replicas else ("no replica is added, moved or removed",),
+        () if diff.replicas else ("no replica is added, moved, removed or switched to another engine",),
     )
     cap = Section(
         f"Changes against {diff.base_revision}: capacity",

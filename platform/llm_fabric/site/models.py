@@ -92,7 +92,9 @@ class DataClass(FabricModel):
 
 
 class Defaults(FabricModel):
-    engine: Literal["vllm"] = "vllm"
+    engine: Literal["vllm", "sglang"] | None = Field(
+        None, description="engine of the deployments that name none; default: each recipe's (vLLM unless it says)"
+    )
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=0.98)
     max_output_tokens: int = Field(32768, ge=1)
     data_class: str = "internal"
@@ -266,6 +268,7 @@ class Deployment(FabricModel):
     version: Literal[1] = SCHEMA_VERSION
     name: Name
     recipe: str = Field(description="id of a recipe in engine/models/")
+    engine: Literal["vllm", "sglang"] | None = Field(None, description="the serving engine; default: the recipe's")
     quantization: str | None = Field(None, description="one the recipe offers; default: the recipe's default")
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = Field(None, ge=1)
@@ -278,7 +281,10 @@ class Deployment(FabricModel):
     target: Target | None = None
     max_model_len: int | None = Field(None, ge=1)
     max_num_seqs: int | None = Field(
-        None, ge=1, description="sequences a replica runs at once (vLLM --max-num-seqs); default: vLLM's for the GPU"
+        None,
+        ge=1,
+        description="sequences a replica runs at once (vLLM --max-num-seqs, SGLang --max-running-requests); "
+        "default: vLLM's for the GPU",
     )
     context: ContextProfile | None = None
     data_classes: list[Name] = Field(min_length=1)

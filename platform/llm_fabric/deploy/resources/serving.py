@@ -1,8 +1,15 @@
-"""The serving fleet: per planned replica a vLLM workload pinned to its node, per deployment a Service.
+"""The serving fleet: per planned replica an engine workload (vLLM or SGLang) pinned to its node, per
+deployment a Service.
 
 Also the namespace, the PriorityClasses (dedicated replicas reclaim; pool replicas never preempt),
 a NetworkPolicy that keeps the data in (serving pods reach DNS and the site's allowed CIDRs, nothing
-else), and a PodMonitor whose relabelling gives every vLLM series the plan's labels.
+else), and a PodMonitor whose relabelling gives every engine series the plan's labels.
+
+Both engines serve the OpenAI API, `/health` and (SGLang with `--enable-metrics`, which its commands
+always carry) `/metrics` on the one port the plan gives them, so Service, probes and PodMonitor are
+the same; a pod's `app.kubernetes.io/name` says which engine it runs. SGLang's `/health` answers 503
+until the server has started and then runs a one-token generation when idle, so it serves as
+startup, readiness and liveness probe like vLLM's.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from llm_fabric.site.models import NodeManifest
 
 PRIORITY_DEDICATED = "llm-fabric-dedicated"
 PRIORITY_POOL = "llm-fabric-pool"
-ENGINE_LABELS = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/component": "engine"}
+# what selects engine pods of either engine (Service, NetworkPolicy, PodMonitor)
+ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "engine"}
+ENGINE_COMMANDS = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglang.launch_server"]}
 PROBE_PERIOD = 10
 
 
@@ -174,6 +183,7 @@ def _service(deployment: str, namespace: str) -> Manifest:
 
 def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
     labels = L.common_labels("engine", replica_name(replica)) | ENGINE_LABELS
+    labels["app.kubernetes.io/name"] = replica.engine
     labels |= {
         L.DEPLOYMENT: replica.deployment,
         L.REPLICA: replica_name(replica),
@@ -204,7 +214,14 @@ def engine_arguments(replica: ReplicaPlacement) -> list[str]:
 
 def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOptions) -> dict[str, Any]:
     resource = L.GPU_RESOURCE[node.gpus.vendor]
-    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"} | replica.engine_env
+    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env
+    if replica.engine == "vllm":
+        env["VLLM_NO_USAGE_STATS"] = "1"
+    amd = node.gpus.vendor == "amd"
+    if replica.engine == "sglang":
+        image = options.sglang_image_rocm if amd else options.sglang_image
+    else:
+        image = options.engine_image_rocm if amd else options.engine_image
 
     def probe(period: int, failures: int) -> dict[str, Any]:
         return {
@@ -215,9 +232,9 @@ def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOpti
         }
 
     return {
-        "name": "vllm",
-        "image": options.engine_image_rocm if node.gpus.vendor == "amd" else options.engine_image,
-        "command": ["vllm", "serve"],
+        "name": replica.engine,
+        "image": image,
+        "command": ENGINE_COMMANDS[replica.engine],
         "args": engine_arguments(replica),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
@@ -265,6 +282,7 @@ def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
     out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
         "fabric.llm/gpu-model": replica.gpu_model,
+        "fabric.llm/engine": replica.engine,
         "fabric.llm/quantization": replica.quantization,
         "fabric.llm/data-classes": ",".join(replica.data_classes),
     }
