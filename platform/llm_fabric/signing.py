@@ -93,6 +93,8 @@ def init_keys(site_root: Path, private_path: Path | None = None, *, reuse: bool 
     public_path = site_root / KEYS_DIR / PUBLIC_KEY_FILE
     if private_path.resolve().is_relative_to(site_root.resolve()):
         raise UsageError(f"{private_path} is inside the site repo", hint="keep the private key outside the repo")
+    if public_path.exists() and not (reuse and private_path.exists()):
+        _refuse_overwrite(public_path)
     if private_path.exists():
         if not reuse:
             raise UsageError(f"{private_path} already exists", hint="use it, or give another --private-key path")
@@ -108,8 +110,18 @@ def init_keys(site_root: Path, private_path: Path | None = None, *, reuse: bool 
     public_pem = private.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
+    if public_path.exists() and public_path.read_bytes() != public_pem:
+        _refuse_overwrite(public_path)
     write_atomic(public_path, public_pem, mode=0o644)
     return KeyPair(private_path, public_path, key_id(private.public_key()), created)
+
+
+def _refuse_overwrite(public_path: Path) -> None:
+    # replacing the federation key would make every signed manifest fail verification at once
+    raise UsageError(
+        f"{public_path} already exists: the federation has a key, and `keys init` never replaces it",
+        hint="rotate it as a reviewed change: `fabric keys rotate --site-repo DIR` (docs/enroll.md)",
+    )
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

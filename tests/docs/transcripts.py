@@ -1,0 +1,203 @@
+"""Executed documentation: the `$ fabric ...` blocks of docs/*.md, run by Sybil with this parser.
+
+A fenced block whose first line starts with `$ ` is a transcript: each `$ COMMAND` line is run by
+bash (one session per block, so `echo $?` and variables work), and the lines under it are what it
+prints. A line `(exit N)` says the command's exit code (0 when absent). Each block runs in a fresh
+sandbox: a folder holding `site`, the reference federation made by `fabric init site --example
+cerit-sc`, with `$SITE` set to `site`. Markers, as HTML comments just before a block:
+
+    <!-- skip: next "needs a Kubernetes cluster" -->   Sybil's own: the block is reported skipped, with the reason
+    <!-- doc-setup: SHELL COMMANDS -->                   run in the sandbox before the next block, output unchecked
+                                                         (steps of tests/docs/setups.py: facts bundles, CRD folders)
+
+Comparison, after masking what changes from run to run (commit ids, key ids, signatures, times,
+the sandbox's path, `/tmp/...` paths of the run the docs were written from):
+- every line the docs show appears in the output, in order; the output may hold more (the docs
+  abridge: tables cut after a few rows, long lists); runs of spaces compare equal (table padding);
+- `...` inside a line matches any text; a line that is only `...` says lines were left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sybil import Document, Example, Region
+from sybil.parsers.markdown.lexers import DirectiveInHTMLCommentLexer, RawFencedCodeBlockLexer
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+_RC = "__DOC_RC__"
+_SETUP_DONE = "__DOC_SETUP_DONE__"
+_EXIT = re.compile(r"^\(exit (\d+)(;.*)?\)$")
+_MASKS = [
+    (re.compile(r"\b[0-9a-f]{40}\b"), "<commit>"),
+    (re.compile(r"\b[0-9a-f]{7,12}\.\.\.(?=\W)"), "<commit>"),
+    (re.compile(r"\b[0-9a-f]{16}\b"), "<key-id>"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
+    (re.compile(r"[A-Za-z0-9+/]{80,}={0,2}"), "<base64>"),
+    (re.compile(r"(?:/tmp|/var/tmp)(?:/[\w.+-]+)+?/(?=(?:site|report[\w-]*|deploy|out)\b)"), ""),
+    (re.compile(r"(?<![\w.])\d+(\.\d+)? ?(s|ms)\b"), "<duration>"),
+]
+
+
+@dataclass
+class Command:
+    line: str
+    expected: list[str]
+    exit_code: int
+
+
+def parse_transcript(source: str) -> list[Command]:
+    commands: list[Command] = []
+    for raw in source.splitlines():
+        line = raw.rstrip()
+        if line.startswith("$ "):
+            commands.append(Command(line[2:], [], 0))
+        elif commands:
+            match = _EXIT.match(line.strip())
+            if match:
+                commands[-1].exit_code = int(match.group(1))
+            else:
+                commands[-1].expected.append(line)
+    # `$ echo $?` and the number under it state the previous command's exit code
+    for previous, command in zip(commands, commands[1:], strict=False):
+        said = [line.strip() for line in command.expected if line.strip()]
+        if command.line.strip() == "echo $?" and len(said) == 1 and said[0].isdigit():
+            previous.exit_code = int(said[0])
+    return commands
+
+
+def mask(text: str, sandbox: Path) -> str:
+    text = text.replace(f"{sandbox}/", "").replace(str(sandbox), ".")
+    for pattern, replacement in _MASKS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _line_matches(expected: str, actual: str) -> bool:
+    # table cells are padded to the widest value: runs of spaces compare equal
+    expected, actual = " ".join(expected.split()), " ".join(actual.split())
+    if "..." not in expected:
+        return expected == actual
+    parts = [re.escape(p) for p in expected.split("...")]
+    return re.fullmatch(".*".join(parts), actual) is not None
+
+
+def missing_lines(expected: list[str], actual: list[str]) -> list[str]:
+    """The expected lines (in order) not found in `actual`; [] when every one appears in order."""
+    position = 0
+    missing = []
+    for want in expected:
+        if not want.strip() or want.strip() == "...":
+            continue
+        for index in range(position, len(actual)):
+            if _line_matches(want.strip(), actual[index].strip()):
+                position = index + 1
+                break
+        else:
+            missing.append(want)
+    return missing
+
+
+def sandbox() -> Path:
+    """A fresh folder with `site`, the reference federation (its private key beside it)."""
+    root = Path(tempfile.mkdtemp(prefix="fabric-doc-"))
+    subprocess.run(
+        [str(BIN / "fabric"), "init", "site", "--example", "cerit-sc"], cwd=root, env=environment(root),
+        capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    return root
+
+
+def environment(root: Path) -> dict[str, str]:
+    # the sandbox's repo and key, not the caller's
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("FABRIC_SITE_REPO", "FABRIC_ENROLLMENT_KEY", "FABRIC_DEBUG")
+    }
+    return env | {
+        "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+        "SITE": "site",
+        "REPO": str(REPO),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "platform"), str(REPO), env.get("PYTHONPATH", "")]),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
+
+
+def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Command, str, int]]:
+    script = ["set +e", setup, f'echo "{_SETUP_DONE}"']
+    for number, command in enumerate(commands):
+        script += [command.line, f'__rc=$?; echo "{_RC} {number} $__rc"; (exit $__rc)']
+    proc = subprocess.run(
+        ["bash", "-c", "\n".join(script)], cwd=root, env=environment(root), capture_output=False,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    results = []
+    setup_output, _, transcript = proc.stdout.partition(f"{_SETUP_DONE}\n")
+    if setup and proc.stdout.count(_RC) < len(commands):
+        raise AssertionError(f"the block's set-up or commands stopped the shell:\n{setup_output}")
+    chunks = re.split(rf"^{_RC} (\d+) (\d+)$\n?", transcript, flags=re.M)
+    outputs = chunks[0::3]
+    for index, rc in zip(chunks[1::3], chunks[2::3], strict=True):
+        results.append((commands[int(index)], outputs[int(index)], int(rc)))
+    return results
+
+
+def document_namespace(namespace: dict[str, object]) -> None:
+    """What `skip: next if(...)` conditions may name."""
+    from llm_fabric.engine.sglang_check import wheel_dir
+    from llm_fabric.errors import UsageError
+
+    try:
+        namespace["sglang_wheel"] = wheel_dir().is_dir()
+    except UsageError:
+        namespace["sglang_wheel"] = False
+
+
+class TranscriptParser:
+    """Sybil parser: `doc-setup` comments and `$ ` transcript blocks."""
+
+    def __init__(self) -> None:
+        self.blocks = RawFencedCodeBlockLexer(
+            info_pattern=re.compile(r"(?P<language>[a-z]*)\n(?=\$ )"), mapping={"source": "source"}
+        )
+        self.setups = DirectiveInHTMLCommentLexer(directive="doc-setup", arguments=".+?")
+
+    def __call__(self, document: Document) -> Iterable[Region]:
+        for region in self.setups(document):
+            region.parsed = region.lexemes["arguments"]
+            region.evaluator = self.evaluate_setup
+            yield region
+        for region in self.blocks(document):
+            region.parsed = parse_transcript(str(region.lexemes["source"]))
+            region.evaluator = self.evaluate
+            yield region
+
+    @staticmethod
+    def evaluate_setup(example: Example) -> None:
+        example.namespace["doc_setup"] = str(example.parsed)
+
+    @staticmethod
+    def evaluate(example: Example) -> str | None:
+        setup = example.namespace.pop("doc_setup", "")
+        root = sandbox()
+        problems = []
+        for command, output, rc in run_block(example.parsed, root, setup):
+            actual = mask(output, root).splitlines()
+            expected = [mask(line, root) for line in command.expected]
+            missing = missing_lines(expected, actual)
+            if rc != command.exit_code or missing:
+                problems.append(
+                    f"$ {command.line}\n  exit {rc}, the docs say {command.exit_code}\n"
+                    + "".join(f"  not printed: {m}\n" for m in missing)
+                    + "  printed:\n"
+                    + "".join(f"    {a}\n" for a in actual[:40])
+                )
+        return "\n".join(problems) or None
