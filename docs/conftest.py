@@ -10,7 +10,7 @@ from sybil.parsers.markdown import SkipParser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.docs...` from any cwd
 
-from tests.docs.transcripts import TranscriptParser, document_namespace  # noqa: E402
+from tests.docs.transcripts import TranscriptParser, document_namespace
 
 pytest_collect_file = Sybil(
     parsers=[SkipParser(), TranscriptParser()], patterns=["*.md"], setup=document_namespace

@@ -19,6 +19,7 @@ the sandbox's path, `/tmp/...` paths of the run the docs were written from):
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -67,7 +68,7 @@ def parse_transcript(source: str) -> list[Command]:
             else:
                 commands[-1].expected.append(line)
     # `$ echo $?` and the number under it state the previous command's exit code
-    for previous, command in zip(commands, commands[1:], strict=False):
+    for previous, command in itertools.pairwise(commands):
         said = [line.strip() for line in command.expected if line.strip()]
         if command.line.strip() == "echo $?" and len(said) == 1 and said[0].isdigit():
             previous.exit_code = int(said[0])
