@@ -34,6 +34,8 @@ COMMANDS: dict[str, str] = {
     "keys": "enroll_commands",
     "nodes": "enroll_commands",
     "engine": "local_engine_commands",
+    "gateway": "gateway_commands",
+    "tenants": "tenant_commands",
 }
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

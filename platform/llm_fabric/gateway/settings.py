@@ -1,0 +1,83 @@
+"""The hook settings: what `fabric gateway config` writes beside LiteLLM's config and the hooks read.
+
+The hooks run inside the LiteLLM proxy (its own venv, like vLLM's), so this module imports only
+pydantic and the foundation: never the site loader, the planner or the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from llm_fabric.basemodel import FabricModel
+from llm_fabric.errors import UsageError
+
+SETTINGS_ENV = "FABRIC_GATEWAY_SETTINGS"
+RECORDS_ENV = "FABRIC_GATEWAY_RECORDS"
+SETTINGS_FILE = "fabric-gateway.json"
+LITELLM_CONFIG_FILE = "litellm-config.yaml"
+
+
+class TenantAccess(FabricModel):
+    key_sha256: list[str] = Field(description="SHA-256 (hex) of each valid key; the keys themselves are never stored")
+    data_classes: list[str] = Field(description="the tenant's classes, most sensitive first: the first is the default")
+    requests_per_minute: int | None = None
+    input_tokens_per_minute: int | None = None
+    output_tokens_per_minute: int | None = None
+    max_concurrent_requests: int | None = None
+    groups: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="deployment -> data class -> model group: the key's allowlist"
+    )
+
+
+class DeploymentAccess(FabricModel):
+    capacity: int = Field(ge=1, description="requests the gateway lets in at once (planned sessions, all replicas)")
+    owner: str | None = Field(None, description="tenant whose dedicated replicas these are")
+    owner_reserved: int = Field(0, ge=0, description="of `capacity`, slots only the owner may take")
+    priority_scheduling: bool = Field(False, description="every replica runs vLLM's priority scheduler")
+    owner_priority: int = Field(0, description="vLLM priority of the owner's requests (lower runs first)")
+    pool_priority: int = Field(10, description="vLLM priority of everyone else's requests")
+    request_defaults: dict[str, float | int] = Field(default_factory=dict, description="from the recipe")
+
+
+class GroupAccess(FabricModel):
+    deployment: str
+    data_class: str
+    sites: list[str] = Field(description="sites whose replicas the group holds")
+    fallbacks: list[str] = Field(default_factory=list, description="external providers it may fall back to")
+
+
+class HookSettings(FabricModel):
+    version: Literal[1] = 1
+    federation: str
+    retry_after_s: int = Field(ge=1)
+    log_prompts: dict[str, bool] = Field(default_factory=dict, description="data class -> prompts may be recorded")
+    tenants: dict[str, TenantAccess] = Field(default_factory=dict)
+    deployments: dict[str, DeploymentAccess] = Field(default_factory=dict)
+    groups: dict[str, GroupAccess] = Field(default_factory=dict)
+    external: list[str] = Field(default_factory=list, description="model names of external providers")
+
+    def tenant_by_hash(self) -> dict[str, str]:
+        return {h: name for name, t in self.tenants.items() for h in t.key_sha256}
+
+
+def load_settings(path: Path) -> HookSettings:
+    try:
+        return HookSettings.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:  # ValidationError is a ValueError
+        what = "is not valid" if isinstance(exc, ValidationError) else "cannot be read"
+        raise UsageError(
+            f"{path}: gateway hook settings {what}: {exc}", hint="write them with `fabric gateway config --out DIR`"
+        ) from exc
+
+
+def settings_from_env() -> HookSettings:
+    """The settings the proxy was started with ($FABRIC_GATEWAY_SETTINGS)."""
+    value = os.environ.get(SETTINGS_ENV)
+    if not value:
+        raise UsageError(f"${SETTINGS_ENV} is not set", hint="start the proxy with `fabric gateway run`")
+    return load_settings(Path(value))
