@@ -15,3 +15,115 @@ def test_a_tenant_key_is_served_and_an_unknown_key_is_401(gateway: Gateway) -> N
     status, _, body = gateway.chat(None, "qwen3-5", "hello", key="fk-not-a-key")
     assert status == 401, body
     assert "unknown API key" in json.dumps(body)
+
+
+def _records(gateway: Gateway) -> list[dict[str, object]]:
+    return [json.loads(line) for line in gateway.records.read_text().splitlines() if line.strip()]
+
+
+def _wait_records(gateway: Gateway, count: int) -> list[dict[str, object]]:
+    """The meter writes a success from LiteLLM's logging task, just after the response: wait for it."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        got = _records(gateway) if gateway.records.exists() else []
+        if len(got) >= count:
+            return got
+        time.sleep(0.1)
+    return _records(gateway)
+
+
+def test_a_model_outside_the_allowlist_is_refused(gateway: Gateway) -> None:
+    # gpt-oss-120b is not in the gateway at all; fnusa-clinical (sensitive) may not declare public data
+    status, _, body = gateway.chat("fnusa-clinical", "gpt-oss-120b", "hello")
+    assert status == 403, body
+    assert "may not use model `gpt-oss-120b`" in body["error"]["message"]
+    status, _, body = gateway.chat("fnusa-clinical", "qwen3-5", "hello", headers={"X-Fabric-Data-Class": "public"})
+    assert status == 403, body
+    assert "not one of the tenant's" in body["error"]["message"]
+
+
+def test_rate_limit_is_429_with_retry_after(gateway: Gateway) -> None:
+    answers = [gateway.chat("throttled", "qwen3-5", f"n{i} tenant:throttled") for i in range(4)]
+    assert [a[0] for a in answers] == [200, 200, 200, 429]
+    status, headers, body = answers[-1]
+    assert 1 <= int(headers["retry-after"]) <= 60
+    assert int(headers["retry-after-ms"]) <= 60_000
+    assert "requests in the last minute" in body["error"]["message"]
+
+
+def test_a_full_deployment_is_429_and_the_owner_keeps_its_reserve(gateway: Gateway) -> None:
+    # qwen3-5-122b admits 4 at once, 1 held for its owner (ceitec-structural): a pool tenant gets 3
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        flood = [pool.submit(gateway.chat, "muni-researchers", "qwen3-5-122b", f"sleep:2 p{i} tenant:muni-researchers",
+                             headers={"X-Fabric-Data-Class": "internal"}) for i in range(4)]
+        import time
+
+        time.sleep(0.8)  # the pool's requests are in flight
+        owner = gateway.chat("ceitec-structural", "qwen3-5-122b", "owner tenant:ceitec-structural")
+        statuses = sorted(f.result()[0] for f in flood)
+    assert statuses == [200, 200, 200, 429]
+    refused = next(f.result() for f in flood if f.result()[0] == 429)
+    assert "held for its owner" in refused[2]["error"]["message"]
+    assert int(refused[1]["retry-after-ms"]) == 2000  # gateway.retry_after_s of the test site
+    assert refused[1]["retry-after"] == "2"
+    assert owner[0] == 200, owner
+
+
+def test_the_engine_receives_the_owners_priority_and_never_the_clients(gateway: Gateway) -> None:
+    gateway.chat("ceitec-structural", "qwen3-5-122b", "prio-owner tenant:ceitec-structural", priority=-100)
+    gateway.chat("muni-researchers", "qwen3-5-122b", "prio-pool tenant:muni-researchers", priority=-100)
+    served = {r["text"].split()[0]: r["body"] for r in gateway.backends["brno"].served()
+              if r["text"].startswith("prio-")}
+    assert served["prio-owner"]["priority"] == 0
+    assert served["prio-pool"]["priority"] == 10
+    # qwen3-5 does not run the priority scheduler: vLLM would reject any priority there
+    gateway.chat("muni-researchers", "qwen3-5", "noprio tenant:muni-researchers", priority=-100)
+    body = next(r["body"] for b in ("brno", "vienna") for r in gateway.backends[b].served()
+                if r["text"].startswith("noprio"))
+    assert "priority" not in body
+
+
+def test_a_restricted_tenant_never_reaches_a_foreign_or_external_backend(gateway: Gateway) -> None:
+    for i in range(6):
+        status, _, _ = gateway.chat("fnusa-clinical", "qwen3-5", f"fail sens{i} tenant:fnusa-clinical")
+        assert status >= 500
+        status, _, body = gateway.chat("fnusa-clinical", "qwen3-5", f"ok sens{i} tenant:fnusa-clinical")
+        assert status == 200, body
+    for name in ("vienna", "cloud"):
+        assert not [r for r in gateway.backends[name].served() if "sens" in r["text"]], name
+    assert len([r for r in gateway.backends["brno"].served() if "sens" in r["text"]]) == 12
+
+
+def test_a_public_tenants_request_falls_back_to_the_external_provider(gateway: Gateway) -> None:
+    status, _, body = gateway.chat("muni-researchers", "qwen3-5", "fail pub tenant:muni-researchers",
+                                   headers={"X-Fabric-Data-Class": "public"})
+    assert status == 200, body
+    got = [r for r in gateway.backends["cloud"].served() if "fail pub" in r["text"]]
+    assert len(got) == 1
+    assert got[0]["body"]["model"] == "cloud-model"
+    assert "priority" not in got[0]["body"]
+    # the same tenant's internal data (its default) has no fallback
+    status, _, _ = gateway.chat("muni-researchers", "qwen3-5", "fail int tenant:muni-researchers")
+    assert status >= 500
+    assert not [r for r in gateway.backends["cloud"].served() if "fail int" in r["text"]]
+
+
+def test_reasoning_content_streamed_and_not(gateway: Gateway) -> None:
+    status, _, body = gateway.chat("muni-researchers", "qwen3-5", "think tenant:muni-researchers")
+    assert status == 200
+    assert body["choices"][0]["message"]["reasoning_content"] == "thinking"
+    status, _, events = gateway.chat("muni-researchers", "qwen3-5", "think tenant:muni-researchers", stream=True)
+    assert status == 200
+    deltas = [e["choices"][0]["delta"] for e in events if e.get("choices")]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "thinking"
+    assert "".join(d.get("content") or "" for d in deltas) == "ok"
+
+
+def test_request_defaults_from_the_recipe_cap_the_output(gateway: Gateway) -> None:
+    gateway.chat("muni-researchers", "qwen3-5", "capped tenant:muni-researchers", max_tokens=10**7)
+    body = next(r["body"] for b in ("brno", "vienna") for r in gateway.backends[b].served()
+                if r["text"].startswith("capped"))
+    settings = json.loads((gateway.records.parent / "run" / "fabric-gateway.json").read_text())
+    assert body["max_tokens"] == settings["deployments"]["qwen3-5"]["request_defaults"]["max_tokens"]

@@ -73,9 +73,11 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     tenant = st.by_hash.get(digest)
     if tenant is None:
         raise ProxyException(message="unknown API key", type="auth_error", param="api_key", code=401)
-    groups = sorted({g for by_class in st.settings.tenants[tenant].groups.values() for g in by_class.values()})
+    groups = {g for by_class in st.settings.tenants[tenant].groups.values() for g in by_class.values()}
+    # LiteLLM checks a fallback's group against the key's models too: the allowed groups' fallbacks join them
+    allowed = sorted(groups | {f for g in groups for f in st.settings.groups[g].fallbacks})
     return UserAPIKeyAuth(
-        api_key=digest, user_id=tenant, key_alias=tenant, models=groups, metadata={"fabric_tenant": tenant}
+        api_key=digest, user_id=tenant, key_alias=tenant, models=allowed, metadata={"fabric_tenant": tenant}
     )
 
 
