@@ -39,7 +39,7 @@ from llm_fabric.init import init_site
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GATEWAY_VENV_PYTHON = REPO_ROOT / ".venv-gateway" / "bin" / "python"
 START_TIMEOUT = 120.0
-TENANTS = ["muni-researchers", "fnusa-clinical", "ceitec-structural", "throttled"]
+TENANTS = ["muni-researchers", "fnusa-clinical", "ceitec-structural", "cerit-sc", "throttled"]
 
 
 def require_gateway() -> None:
@@ -98,13 +98,17 @@ class Backend:
                     return
                 if match := re.search(r"sleep:([0-9.]+)", text):
                     time.sleep(float(match.group(1)))
-                usage = {"prompt_tokens": len(text.split()) + 5, "completion_tokens": 3, "prompt_tokens_details":
-                         {"cached_tokens": 2}}
+                usage = {
+                    "prompt_tokens": len(text.split()) + 5,
+                    "completion_tokens": 3,
+                    "prompt_tokens_details": {"cached_tokens": 2},
+                }
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]  # type: ignore[operator]
                 tenant = m.group(1) if (m := re.search(r"tenant:([a-z0-9-]+)", text)) else None
                 with backend.lock:
-                    backend.requests.append({"body": body, "text": text, "status": 200, "usage": usage,
-                                             "tenant": tenant})
+                    backend.requests.append(
+                        {"body": body, "text": text, "status": 200, "usage": usage, "tenant": tenant}
+                    )
                 base = {"id": "cmpl-test", "created": int(time.time()), "model": body["model"]}
                 if body.get("stream"):
                     chunks = [
@@ -112,17 +116,36 @@ class Backend:
                         {"content": "ok"},
                     ]
                     events = [
-                        {**base, "object": "chat.completion.chunk",
-                         "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in chunks
+                        {
+                            **base,
+                            "object": "chat.completion.chunk",
+                            "choices": [{"index": 0, "delta": d, "finish_reason": None}],
+                        }
+                        for d in chunks
                     ]
-                    events.append({**base, "object": "chat.completion.chunk",
-                                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage})
+                    events.append(
+                        {
+                            **base,
+                            "object": "chat.completion.chunk",
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                            "usage": usage,
+                        }
+                    )
                     data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
                     self._send(200, data.encode(), "text/event-stream")
                     return
-                answer = {**base, "object": "chat.completion", "usage": usage, "choices": [
-                    {"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": "ok", "reasoning_content": "thinking"}}]}
+                answer = {
+                    **base,
+                    "object": "chat.completion",
+                    "usage": usage,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "ok", "reasoning_content": "thinking"},
+                        }
+                    ],
+                }
                 self._send(200, json.dumps(answer).encode())
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -144,12 +167,22 @@ class Gateway:
     plan: Path
     backends: dict[str, Backend]
 
-    def chat(self, tenant: str | None, model: str, text: str, *, key: str | None = None,
-             headers: dict[str, str] | None = None, timeout: float = 60, **body: Any) -> tuple[int, dict[str, str], Any]:
+    def chat(
+        self,
+        tenant: str | None,
+        model: str,
+        text: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 60,
+        **body: Any,
+    ) -> tuple[int, dict[str, str], Any]:
         """POST /v1/chat/completions; (status, headers, parsed body or SSE events)."""
         payload = {"model": model, "messages": [{"role": "user", "content": text}], **body}
-        request = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(payload).encode(),
-                                         method="POST")
+        request = urllib.request.Request(
+            self.url + "/v1/chat/completions", data=json.dumps(payload).encode(), method="POST"
+        )
         request.add_header("Content-Type", "application/json")
         request.add_header("Authorization", f"Bearer {key or self.keys[tenant or '']}")
         for name, value in (headers or {}).items():
@@ -162,8 +195,11 @@ class Gateway:
             raw = exc.read().decode()
             status, got = exc.code, {k.lower(): v for k, v in exc.headers.items()}
         if body.get("stream") and status == 200:
-            events = [json.loads(line[6:]) for line in raw.splitlines()
-                      if line.startswith("data: ") and line != "data: [DONE]"]
+            events = [
+                json.loads(line[6:])
+                for line in raw.splitlines()
+                if line.startswith("data: ") and line != "data: [DONE]"
+            ]
             return status, got, events
         return status, got, json.loads(raw) if raw else None
 
@@ -189,18 +225,36 @@ def make_gateway_site(root: Path) -> Path:
             "site": "brno",
             "retry_after_s": 2,
             "remote_endpoints": {"vienna": "http://{deployment}.vienna.example/v1"},
-            "external": {"cloud": {"url": "https://api.cloud.example/v1", "model": "cloud-model",
-                                   "api_key_env": "CLOUD_API_KEY", "data_classes": ["public"]}},
+            "external": {
+                "cloud": {
+                    "url": "https://api.cloud.example/v1",
+                    "model": "cloud-model",
+                    "api_key_env": "CLOUD_API_KEY",
+                    "data_classes": ["public"],
+                }
+            },
         }
 
     _edit_yaml(repo / "fabric.yaml", fabric)
-    (repo / "tenants" / "throttled.yaml").write_text(yaml.safe_dump({
-        "version": 1, "name": "throttled", "display_name": "A tenant with a small rate limit",
-        "data_classes": ["public"], "limits": {"requests_per_minute": 3},
-    }, sort_keys=False))
+    (repo / "tenants" / "throttled.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "name": "throttled",
+                "display_name": "A tenant with a small rate limit",
+                "data_classes": ["public"],
+                "limits": {"requests_per_minute": 3},
+            },
+            sort_keys=False,
+        )
+    )
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True, capture_output=True)
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "gateway test site"],
-                   cwd=repo, check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "gateway test site"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+    )
     return repo
 
 
@@ -257,15 +311,37 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     port = free_port()
     records = root / "requests.jsonl"
     log = root / "gateway-run.log"
-    argv = [str(Path(sys.executable).parent / "fabric"), "gateway", "run", "-C", str(repo), "--plan", str(plan),
-            "--port", str(port), "--records", str(records), "--run-dir", str(root / "run"),
-            "--endpoint", f"qwen3-5@brno={backends['brno'].url}",
-            "--endpoint", f"qwen3-5@vienna={backends['vienna'].url}",
-            "--endpoint", f"qwen3-5-122b={backends['brno'].url}",
-            "--external", f"cloud={backends['cloud'].url}"]
+    argv = [
+        str(Path(sys.executable).parent / "fabric"),
+        "gateway",
+        "run",
+        "-C",
+        str(repo),
+        "--plan",
+        str(plan),
+        "--port",
+        str(port),
+        "--records",
+        str(records),
+        "--run-dir",
+        str(root / "run"),
+        "--endpoint",
+        f"qwen3-5@brno={backends['brno'].url}",
+        "--endpoint",
+        f"qwen3-5@vienna={backends['vienna'].url}",
+        "--endpoint",
+        f"qwen3-5-122b={backends['brno'].url}",
+        "--external",
+        f"cloud={backends['cloud'].url}",
+    ]
     with log.open("wb") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env={**os.environ, "CLOUD_API_KEY": "test-cloud-key"})
+        process = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key"},
+        )
     try:
         wait_ready(f"http://127.0.0.1:{port}", process, log)
         yield Gateway(f"http://127.0.0.1:{port}", keys, records, repo, plan, backends)

@@ -56,8 +56,16 @@ def test_rate_limit_is_429_with_retry_after(gateway: Gateway) -> None:
 def test_a_full_deployment_is_429_and_the_owner_keeps_its_reserve(gateway: Gateway) -> None:
     # qwen3-5-122b admits 4 at once, 1 held for its owner (ceitec-structural): a pool tenant gets 3
     with ThreadPoolExecutor(max_workers=6) as pool:
-        flood = [pool.submit(gateway.chat, "muni-researchers", "qwen3-5-122b", f"sleep:2 p{i} tenant:muni-researchers",
-                             headers={"X-Fabric-Data-Class": "internal"}) for i in range(4)]
+        flood = [
+            pool.submit(
+                gateway.chat,
+                "muni-researchers",
+                "qwen3-5-122b",
+                f"sleep:2 p{i} tenant:muni-researchers",
+                headers={"X-Fabric-Data-Class": "internal"},
+            )
+            for i in range(4)
+        ]
         import time
 
         time.sleep(0.8)  # the pool's requests are in flight
@@ -74,14 +82,16 @@ def test_a_full_deployment_is_429_and_the_owner_keeps_its_reserve(gateway: Gatew
 def test_the_engine_receives_the_owners_priority_and_never_the_clients(gateway: Gateway) -> None:
     gateway.chat("ceitec-structural", "qwen3-5-122b", "prio-owner tenant:ceitec-structural", priority=-100)
     gateway.chat("muni-researchers", "qwen3-5-122b", "prio-pool tenant:muni-researchers", priority=-100)
-    served = {r["text"].split()[0]: r["body"] for r in gateway.backends["brno"].served()
-              if r["text"].startswith("prio-")}
+    served = {
+        r["text"].split()[0]: r["body"] for r in gateway.backends["brno"].served() if r["text"].startswith("prio-")
+    }
     assert served["prio-owner"]["priority"] == 0
     assert served["prio-pool"]["priority"] == 10
     # qwen3-5 does not run the priority scheduler: vLLM would reject any priority there
     gateway.chat("muni-researchers", "qwen3-5", "noprio tenant:muni-researchers", priority=-100)
-    body = next(r["body"] for b in ("brno", "vienna") for r in gateway.backends[b].served()
-                if r["text"].startswith("noprio"))
+    body = next(
+        r["body"] for b in ("brno", "vienna") for r in gateway.backends[b].served() if r["text"].startswith("noprio")
+    )
     assert "priority" not in body
 
 
@@ -97,8 +107,9 @@ def test_a_restricted_tenant_never_reaches_a_foreign_or_external_backend(gateway
 
 
 def test_a_public_tenants_request_falls_back_to_the_external_provider(gateway: Gateway) -> None:
-    status, _, body = gateway.chat("muni-researchers", "qwen3-5", "fail pub tenant:muni-researchers",
-                                   headers={"X-Fabric-Data-Class": "public"})
+    status, _, body = gateway.chat(
+        "muni-researchers", "qwen3-5", "fail pub tenant:muni-researchers", headers={"X-Fabric-Data-Class": "public"}
+    )
     assert status == 200, body
     got = [r for r in gateway.backends["cloud"].served() if "fail pub" in r["text"]]
     assert len(got) == 1
@@ -123,7 +134,106 @@ def test_reasoning_content_streamed_and_not(gateway: Gateway) -> None:
 
 def test_request_defaults_from_the_recipe_cap_the_output(gateway: Gateway) -> None:
     gateway.chat("muni-researchers", "qwen3-5", "capped tenant:muni-researchers", max_tokens=10**7)
-    body = next(r["body"] for b in ("brno", "vienna") for r in gateway.backends[b].served()
-                if r["text"].startswith("capped"))
+    body = next(
+        r["body"] for b in ("brno", "vienna") for r in gateway.backends[b].served() if r["text"].startswith("capped")
+    )
     settings = json.loads((gateway.records.parent / "run" / "fabric-gateway.json").read_text())
     assert body["max_tokens"] == settings["deployments"]["qwen3-5"]["request_defaults"]["max_tokens"]
+
+
+def test_a_bounded_overload_loses_no_request(gateway: Gateway) -> None:
+    """2x qwen3-5's capacity for a fixed time: every request is answered (200, 429 or an error) and recorded."""
+    import time
+
+    workers, duration = 16, 4.0  # capacity 8
+    stop_at = time.monotonic() + duration
+
+    def worker(n: int) -> list[tuple[int, str]]:
+        seen = []
+        while time.monotonic() < stop_at:
+            status, headers, _ = gateway.chat("cerit-sc", "qwen3-5", f"sleep:0.3 overload{n} tenant:cerit-sc")
+            seen.append((status, headers.get("x-litellm-call-id", "")))
+            if status == 429:
+                time.sleep(0.2)
+        return seen
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        answers = [a for f in [pool.submit(worker, n) for n in range(workers)] for a in f.result()]
+    statuses = {s for s, _ in answers}
+    assert 200 in statuses and 429 in statuses, statuses
+    assert all(call_id for _, call_id in answers)
+    by_id: dict[str, object] = {}
+    import time as clock
+
+    deadline = clock.monotonic() + 10
+    while clock.monotonic() < deadline:
+        by_id = {str(r["request_id"]): r["status"] for r in _records(gateway)}
+        if all(call_id in by_id for _, call_id in answers):
+            break
+        clock.sleep(0.2)
+    missing = [c for _, c in answers if c not in by_id]
+    assert not missing, f"{len(missing)} of {len(answers)} requests have no record"
+    assert all(by_id[c] == str(s) for s, c in answers)
+
+
+def test_meter_records_give_fabric_report_the_tenants_served_totals(gateway: Gateway, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import contextlib
+    import io
+    import time
+    from datetime import UTC, datetime
+
+    from llm_fabric.cli.main import main
+
+    for tenant in ("muni-researchers", "ceitec-structural", "fnusa-clinical"):
+        for i in range(3):
+            gateway.chat(tenant, "qwen3-5", f"report{i} " + "word " * (i * 7) + f"tenant:{tenant}")
+    served: dict[str, list[int]] = {}
+
+    def backend_totals() -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for backend in gateway.backends.values():
+            for r in backend.served():
+                if r["status"] == 200:
+                    row = out.setdefault(r["tenant"], [0, 0, 0, 0])
+                    usage = r["usage"]
+                    row[0] += 1
+                    row[1] += usage["prompt_tokens"]
+                    row[2] += usage["completion_tokens"]
+                    row[3] += usage["prompt_tokens_details"]["cached_tokens"]
+        return out
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the meter writes a success just after its response
+        served = backend_totals()
+        ok = sum(1 for r in _records(gateway) if r["status"] == "200")
+        if ok == sum(v[0] for v in served.values()):
+            break
+        time.sleep(0.2)
+    out = io.StringIO()
+    month = datetime.now(UTC).strftime("%Y-%m")
+    with contextlib.redirect_stdout(out):
+        assert (
+            main(
+                [
+                    "report",
+                    "-C",
+                    str(gateway.site_repo),
+                    "--month",
+                    month,
+                    "--requests",
+                    str(gateway.records),
+                    "--out",
+                    str(tmp_path / "report"),
+                    "--json",
+                ]
+            )
+            == 0
+        )
+    report = json.loads(out.getvalue())
+    books = {row["name"]: row for row in report["usage_by_tenant"]}
+    for tenant, (requests, prompt, completion, cached) in served.items():
+        row = books[tenant]
+        assert row["input_tokens"] == prompt, tenant
+        assert row["output_tokens"] == completion, tenant
+        assert row["cached_input_tokens"] == cached, tenant
+        assert row["requests"] - row["failed_requests"] == requests, tenant
