@@ -290,10 +290,9 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"`fabric gateway run` exited {process.returncode}:\n{log.read_text()[-4000:]}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url + "/health/liveliness", timeout=2) as response:
-                if response.status == 200:
-                    return
+        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/health/liveliness", timeout=2) as response:
+            if response.status == 200:
+                return
         time.sleep(0.5)
     raise AssertionError(f"the gateway did not start in {START_TIMEOUT} s:\n{log.read_text()[-4000:]}")
 

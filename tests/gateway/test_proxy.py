@@ -47,7 +47,7 @@ def test_a_model_outside_the_allowlist_is_refused(gateway: Gateway) -> None:
 def test_rate_limit_is_429_with_retry_after(gateway: Gateway) -> None:
     answers = [gateway.chat("throttled", "qwen3-5", f"n{i} tenant:throttled") for i in range(4)]
     assert [a[0] for a in answers] == [200, 200, 200, 429]
-    status, headers, body = answers[-1]
+    _, headers, body = answers[-1]
     assert 1 <= int(headers["retry-after"]) <= 60
     assert int(headers["retry-after-ms"]) <= 60_000
     assert "requests in the last minute" in body["error"]["message"]

@@ -23,7 +23,12 @@ def tenants_group() -> None:
 
 @tenants_group.group("key")
 def key_group() -> None:
-    """Gateway API keys: issued once, stored as SHA-256 hashes in tenants/NAME.yaml."""
+    """Gateway API keys: issued once, stored as SHA-256 hashes in tenants/NAME.yaml.
+
+    \b
+    Example:
+      fabric tenants key issue -C ./site muni-researchers
+    """
 
 
 @key_group.command("issue")

@@ -1,0 +1,98 @@
+"""`fabric gateway config`: model groups per deployment and data class, allowlists, fallbacks, capacity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.gateway.conftest import issue_keys, make_gateway_plan, make_gateway_site
+
+from llm_fabric.cli.main import main
+from llm_fabric.errors import UsageError
+from llm_fabric.gateway.settings import HookSettings, load_settings
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], HookSettings, Path]:
+    root = tmp_path_factory.mktemp("gateway-config")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    issue_keys(repo)
+    out = root / "out"
+    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(out)]) == 0
+    config = yaml.safe_load((out / "litellm-config.yaml").read_text())
+    return config, load_settings(out / "fabric-gateway.json"), out
+
+
+def _entries(config: dict[str, object], group: str) -> list[dict[str, object]]:
+    return [m for m in config["model_list"] if m["model_name"] == group]  # type: ignore[index, union-attr]
+
+
+def test_a_group_per_deployment_and_class_holds_only_allowed_sites(generated) -> None:  # type: ignore[no-untyped-def]
+    config, settings, _ = generated
+    # sensitive data may be processed only in CZ (the example's policy): vienna (AT) is not in its group
+    assert settings.groups["qwen3-5@sensitive"].sites == ["brno"]
+    assert sorted(settings.groups["qwen3-5@public"].sites) == ["brno", "vienna"]
+    assert [m["model_info"]["fabric_site"] for m in _entries(config, "qwen3-5@sensitive")] == ["brno"]
+    assert {m["litellm_params"]["api_base"] for m in _entries(config, "qwen3-5@public")} == {
+        "http://qwen3-5.llm-fabric.svc.cluster.local:80/v1",
+        "http://qwen3-5.vienna.example/v1",
+    }
+
+
+def test_only_classes_that_allow_it_fall_back_to_the_external_provider(generated) -> None:  # type: ignore[no-untyped-def]
+    config, settings, _ = generated
+    assert settings.groups["qwen3-5@public"].fallbacks == ["external-cloud"]
+    assert settings.groups["qwen3-5@internal"].fallbacks == []
+    assert settings.groups["qwen3-5@sensitive"].fallbacks == []
+    fallbacks = config["router_settings"]["fallbacks"]  # type: ignore[index]
+    assert all(set(f) <= {g for g, s in settings.groups.items() if s.data_class == "public"} for f in fallbacks)
+    cloud = _entries(config, "external-cloud")[0]
+    assert cloud["litellm_params"]["api_key"] == "os.environ/CLOUD_API_KEY"
+
+
+def test_tenants_get_hashes_limits_and_an_allowlist_of_their_classes(generated) -> None:  # type: ignore[no-untyped-def]
+    _, settings, out = generated
+    clinic = settings.tenants["fnusa-clinical"]
+    assert clinic.data_classes == ["sensitive"]
+    assert {g for by in clinic.groups.values() for g in by.values()} == {"qwen3-5@sensitive", "qwen3-5-122b@sensitive"}
+    muni = settings.tenants["muni-researchers"]
+    assert muni.data_classes == ["internal", "public"]  # the most sensitive first: the default
+    assert muni.max_concurrent_requests == 24 and muni.requests_per_minute == 600
+    assert all(len(h) == 64 for t in settings.tenants.values() for h in t.key_sha256)
+    assert "fk-" not in (out / "fabric-gateway.json").read_text() + (out / "litellm-config.yaml").read_text()
+
+
+def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # type: ignore[no-untyped-def]
+    config, settings, _ = generated
+    dedicated = settings.deployments["qwen3-5-122b"]
+    assert (dedicated.capacity, dedicated.owner, dedicated.owner_reserved) == (4, "ceitec-structural", 1)
+    assert dedicated.priority_scheduling
+    shared = settings.deployments["qwen3-5"]
+    assert (shared.capacity, shared.owner, shared.priority_scheduling) == (8, None, False)
+    per_site = [m["litellm_params"]["max_parallel_requests"] for m in _entries(config, "qwen3-5@public")]
+    assert per_site == [4, 4]  # 8 sessions over two replicas, one per site
+
+
+def test_hooks_and_no_database_in_the_litellm_config(generated) -> None:  # type: ignore[no-untyped-def]
+    config, _, _ = generated
+    assert config["general_settings"]["custom_auth"] == "llm_fabric.gateway.hooks.user_api_key_auth"
+    assert config["litellm_settings"]["callbacks"] == ["llm_fabric.gateway.hooks.fabric_hooks"]
+    assert "database_url" not in json.dumps(config)
+
+
+def test_settings_that_are_not_the_gateways_are_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "fabric-gateway.json"
+    bad.write_text('{"version": 1, "federation": "x"}')
+    with pytest.raises(UsageError, match="gateway hook settings is not valid"):
+        load_settings(bad)
+
+
+def test_an_unknown_site_in_the_gateway_section_names_the_field(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = site_repo / "fabric.yaml"
+    path.write_text(path.read_text() + "gateway:\n  site: nowhere\n")
+    assert main(["gateway", "config", "-C", str(site_repo), "--out", str(site_repo.parent / "gw")]) == 2
+    err = capsys.readouterr().err
+    assert "fabric.yaml" in err and "nowhere" in err
