@@ -31,9 +31,10 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.fixtures.engine import ENGINE_RECIPE
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.local.server import LocalEngine, free_port
 from llm_fabric.init import init_site
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -297,18 +298,10 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
     raise AssertionError(f"the gateway did not start in {START_TIMEOUT} s:\n{log.read_text()[-4000:]}")
 
 
-@pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    require_gateway()
-    root = tmp_path_factory.mktemp("gateway")
-    repo = make_gateway_site(root / "site")
-    plan = make_gateway_plan(repo, root)
-    keys = issue_keys(repo)
-    backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True), "cloud": Backend("cloud", False)}
-    for backend in backends.values():
-        backend.start()
+@contextlib.contextmanager
+def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], externals: list[str]) -> Iterator[str]:
+    """`fabric gateway run` as a subprocess (the real command); yields its URL, stops it by its process group."""
     port = free_port()
-    records = root / "requests.jsonl"
     log = root / "gateway-run.log"
     argv = [
         str(Path(sys.executable).parent / "fabric"),
@@ -321,18 +314,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         "--port",
         str(port),
         "--records",
-        str(records),
+        str(root / "requests.jsonl"),
         "--run-dir",
         str(root / "run"),
-        "--endpoint",
-        f"qwen3-5@brno={backends['brno'].url}",
-        "--endpoint",
-        f"qwen3-5@vienna={backends['vienna'].url}",
-        "--endpoint",
-        f"qwen3-5-122b={backends['brno'].url}",
-        "--external",
-        f"cloud={backends['cloud'].url}",
     ]
+    argv += [a for e in endpoints for a in ("--endpoint", e)] + [a for e in externals for a in ("--external", e)]
     with log.open("wb") as out:
         process = subprocess.Popen(
             argv,
@@ -343,7 +329,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         )
     try:
         wait_ready(f"http://127.0.0.1:{port}", process, log)
-        yield Gateway(f"http://127.0.0.1:{port}", keys, records, repo, plan, backends)
+        yield f"http://127.0.0.1:{port}"
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -351,5 +337,44 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    require_gateway()
+    root = tmp_path_factory.mktemp("gateway")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    keys = issue_keys(repo)
+    backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True), "cloud": Backend("cloud", False)}
+    for backend in backends.values():
+        backend.start()
+    endpoints = [
+        f"qwen3-5@brno={backends['brno'].url}",
+        f"qwen3-5@vienna={backends['vienna'].url}",
+        f"qwen3-5-122b={backends['brno'].url}",
+    ]
+    try:
+        with running_gateway(repo, plan, root, endpoints, [f"cloud={backends['cloud'].url}"]) as url:
+            yield Gateway(url, keys, root / "requests.jsonl", repo, plan, backends)
+    finally:
         for backend in backends.values():
             backend.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_gateway(tiny_engine: LocalEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """The gateway in front of the real vLLM-CPU engine (tests marked `engine`), as qwen3-5 at brno."""
+    require_gateway()
+    root = tmp_path_factory.mktemp("engine-gateway")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    data = json.loads(plan.read_text())
+    for replica in data["replicas"]:  # the tiny engine answers to the recipe's name, as the plan will say
+        args = replica["engine_args"]
+        if replica["deployment"] == "qwen3-5" and "--served-model-name" in args:
+            args[args.index("--served-model-name") + 1] = ENGINE_RECIPE
+    plan.write_text(json.dumps(data))
+    keys = issue_keys(repo)
+    with running_gateway(repo, plan, root, [f"qwen3-5={tiny_engine.base_url}/v1"], []) as url:
+        yield Gateway(url, keys, root / "requests.jsonl", repo, plan, {})

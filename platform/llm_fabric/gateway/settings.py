@@ -18,7 +18,9 @@ from llm_fabric.errors import UsageError
 
 SETTINGS_ENV = "FABRIC_GATEWAY_SETTINGS"
 RECORDS_ENV = "FABRIC_GATEWAY_RECORDS"
+KEYS_ENV = "FABRIC_GATEWAY_KEYS"
 SETTINGS_FILE = "fabric-gateway.json"
+KEYS_FILE = "tenant-keys.json"
 LITELLM_CONFIG_FILE = "litellm-config.yaml"
 
 
@@ -64,6 +66,18 @@ class HookSettings(FabricModel):
     def tenant_by_hash(self) -> dict[str, str]:
         return {h: name for name, t in self.tenants.items() for h in t.key_sha256}
 
+    def key_hashes(self) -> dict[str, list[str]]:
+        return {name: list(t.key_sha256) for name, t in self.tenants.items()}
+
+    def without_keys(self) -> HookSettings:
+        """For a ConfigMap: the key hashes go in a Secret ($FABRIC_GATEWAY_KEYS) instead."""
+        tenants = {n: t.model_copy(update={"key_sha256": []}) for n, t in self.tenants.items()}
+        return self.model_copy(update={"tenants": tenants})
+
+    def with_keys(self, hashes: dict[str, list[str]]) -> HookSettings:
+        tenants = {n: t.model_copy(update={"key_sha256": hashes.get(n, [])}) for n, t in self.tenants.items()}
+        return self.model_copy(update={"tenants": tenants})
+
 
 def load_settings(path: Path) -> HookSettings:
     try:
@@ -80,4 +94,15 @@ def settings_from_env() -> HookSettings:
     value = os.environ.get(SETTINGS_ENV)
     if not value:
         raise UsageError(f"${SETTINGS_ENV} is not set", hint="start the proxy with `fabric gateway run`")
-    return load_settings(Path(value))
+    settings = load_settings(Path(value))
+    keys = os.environ.get(KEYS_ENV)
+    if keys:  # in a cluster the hashes come from a Secret, not the ConfigMap
+        try:
+            hashes = json.loads(Path(keys).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UsageError(
+                f"{keys}: tenant key hashes cannot be read: {exc}",
+                hint=f"mount the {KEYS_FILE} that `fabric gateway config` wrote",
+            ) from exc
+        settings = settings.with_keys({str(k): [str(h) for h in v] for k, v in hashes.items()})
+    return settings
