@@ -79,7 +79,7 @@ def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # t
 def test_hooks_and_no_database_in_the_litellm_config(generated) -> None:  # type: ignore[no-untyped-def]
     config, _, _ = generated
     assert config["general_settings"]["custom_auth"] == "llm_fabric.gateway.hooks.user_api_key_auth"
-    assert config["litellm_settings"]["callbacks"] == ["llm_fabric.gateway.hooks.fabric_hooks"]
+    assert config["litellm_settings"]["callbacks"] == ["llm_fabric.gateway.hooks.fabric_hooks", "prometheus"]
     assert "database_url" not in json.dumps(config)
 
 

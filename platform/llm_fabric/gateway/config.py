@@ -266,7 +266,7 @@ def build_gateway(
             "timeout": timeout,
         },
         "litellm_settings": {
-            "callbacks": [f"{HOOKS_MODULE}.fabric_hooks"],
+            "callbacks": [f"{HOOKS_MODULE}.fabric_hooks", "prometheus"],
             "request_timeout": timeout,
             # LiteLLM's own spend/message logs would hold prompts: the meter decides what is recorded
             "turn_off_message_logging": True,

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from llm_fabric import __version__
 from llm_fabric.basemodel import FabricModel
 
 Name = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", description="a DNS label")]
@@ -80,14 +81,18 @@ class ExternalProvider(FabricModel):
     deployments: list[Name] = Field(default_factory=list, description="deployments it backs up; empty means all")
 
 
-DEFAULT_GATEWAY_IMAGE = "ghcr.io/berriai/litellm:v1.108.7"
+LITELLM_VERSION = "1.108.7"  # as pinned in pyproject's `gateway` extra
+# built by engine/images/gateway.Dockerfile: LiteLLM with llm-fabric's hooks
+DEFAULT_GATEWAY_IMAGE = f"llm-fabric/litellm:v{LITELLM_VERSION}-fabric{__version__}"
 
 
 class GatewayConfig(FabricModel):
     """The tenant gateway (LiteLLM proxy with the fabric's hooks); docs/gateway.md."""
 
     site: Name | None = Field(None, description="site whose cluster runs the gateway; default: the only site")
-    image: str = Field(DEFAULT_GATEWAY_IMAGE, description="LiteLLM image, pinned; llm-fabric is installed on start")
+    image: str = Field(
+        DEFAULT_GATEWAY_IMAGE, description="LiteLLM image with llm-fabric (engine/images/gateway.Dockerfile)"
+    )
     replicas: int = Field(1, ge=1)
     routing: Literal["direct", "inference-extension"] = Field(
         "direct", description="inference-extension: a GIE InferencePool per deployment picks the replica"
