@@ -5,7 +5,8 @@ The site repo is the cerit-sc example with a second site (`vienna`, AT) and an e
 added at vienna and small capacities so that limits are reached with a few requests:
 qwen3-5 admits 8 at once, qwen3-5-122b (dedicated to ceitec-structural) 4, one of them held for
 the owner. Backends are OpenAI-compatible HTTP servers in this process that record every request;
-a message's text steers them: `sleep:S` answers after S seconds, `fail` answers 500 (the
+they answer in vLLM 0.32's shape
+(`reasoning`, not `reasoning_content`: docs/engine.md); a message's text steers them: `sleep:S` answers after S seconds, `fail` answers 500 (the
 federation's backends only), and `tenant:NAME` lets a test attribute what a backend served.
 """
 
@@ -113,7 +114,7 @@ class Backend:
                 base = {"id": "cmpl-test", "created": int(time.time()), "model": body["model"]}
                 if body.get("stream"):
                     chunks = [
-                        {"role": "assistant", "content": "", "reasoning_content": "thinking"},
+                        {"role": "assistant", "content": "", "reasoning": "thinking"},
                         {"content": "ok"},
                     ]
                     events = [
@@ -143,7 +144,7 @@ class Backend:
                         {
                             "index": 0,
                             "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": "ok", "reasoning_content": "thinking"},
+                            "message": {"role": "assistant", "content": "ok", "reasoning": "thinking"},
                         }
                     ],
                 }
