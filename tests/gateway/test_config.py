@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.gateway.conftest import issue_keys, make_gateway_plan, make_gateway_site
+from tests.fixtures.gateway_site import issue_keys, make_gateway_plan, make_gateway_site
 
 from llm_fabric.cli.main import main
 from llm_fabric.errors import UsageError

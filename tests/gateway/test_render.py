@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.fixtures.gateway_site import edit_yaml, issue_keys, make_gateway_plan, make_gateway_site
 from tests.fixtures.siterepo import SHARED
-from tests.gateway.conftest import _edit_yaml, issue_keys, make_gateway_plan, make_gateway_site
 
 from llm_fabric.cli.main import main
 from llm_fabric.deploy import labels as L
@@ -80,7 +80,7 @@ def test_inference_extension_routing_adds_pools_and_routes(site_and_plan: tuple[
     import shutil
 
     shutil.copytree(repo, copy)
-    _edit_yaml(copy / "fabric.yaml", lambda d: d["gateway"].update(routing="inference-extension"))
+    edit_yaml(copy / "fabric.yaml", lambda d: d["gateway"].update(routing="inference-extension"))
     objects = _render(copy, plan, tmp_path / "out")
     pool = objects["inferencepool-qwen3-5.yaml"]
     assert pool["spec"]["selector"]["matchLabels"][L.DEPLOYMENT] == "qwen3-5"  # type: ignore[index]

@@ -58,7 +58,9 @@ def gateway_python(explicit: str | None = None) -> Path:
     )
 
 
-def start_gateway(folder: Path, records: Path, *, port: int | None = None, python: Path | None = None) -> LocalEngine:
+def start_gateway(
+    folder: Path, records: Path, *, port: int | None = None, python: Path | None = None, master_key: str | None = None
+) -> LocalEngine:
     """Start LiteLLM's proxy with the files in `folder` (written by write_gateway_files); wait with wait_healthy()."""
     interpreter = python or gateway_python()
     litellm = interpreter.parent / "litellm"
@@ -80,7 +82,8 @@ def start_gateway(folder: Path, records: Path, *, port: int | None = None, pytho
     env.update(
         {
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "LITELLM_MASTER_KEY": "sk-" + secrets.token_hex(24),
+            # nobody holds it unless a caller (bench/gateway.py's hook-less proxy) asks for it
+            "LITELLM_MASTER_KEY": master_key or "sk-" + secrets.token_hex(24),
             SETTINGS_ENV: str(folder / SETTINGS_FILE),
             RECORDS_ENV: str(records),
             "PYTHONPATH": os.pathsep.join(p for p in (str(_package_root()), env.get("PYTHONPATH", "")) if p),
