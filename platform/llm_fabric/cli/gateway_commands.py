@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import signal
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,6 +72,14 @@ def _build(
     )
 
 
+_plan_option = click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Plan from `fabric plan -o` (default: plan the site repo now).",
+)
+
+
 @click.group("gateway")
 def gateway_group() -> None:
     """The tenant gateway: LiteLLM's proxy generated from the site repo and the plan.
@@ -87,12 +93,7 @@ def gateway_group() -> None:
 
 @gateway_group.command("config")
 @site_repo_option()
-@click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan from `fabric plan -o` (default: plan the site repo now).",
-)
+@_plan_option
 @click.option(
     "--site", "site_name", metavar="NAME", help="Site whose cluster runs the gateway (default: gateway.site)."
 )
@@ -130,12 +131,7 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
 
 @gateway_group.command("run")
 @site_repo_option()
-@click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan from `fabric plan -o` (default: plan the site repo now).",
-)
+@_plan_option
 @click.option("--site", "site_name", metavar="NAME", help="Site the gateway stands in for (default: gateway.site).")
 @click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1 (default: a free one).")
 @click.option(
@@ -181,6 +177,7 @@ def run_command(
       fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 \\
         --records requests.jsonl --port 4000
     """
+    from llm_fabric.cli.local_engine_commands import serve_until_stopped
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
 
     files = _build(
@@ -199,17 +196,7 @@ def run_command(
     )
     for note in files.notes:
         console.print(f"  note: {note}", markup=False)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    try:
-        seconds = gateway.wait_healthy(timeout)
-        console.print(f"[green]ready[/] after {seconds:.0f} s: OpenAI API at {gateway.base_url}/v1")
-        while gateway.alive():
-            time.sleep(1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        status = gateway.stop()
-        console.print(f"stopped LiteLLM (pid {gateway.pid}, exit {status})")
+    serve_until_stopped(gateway, timeout)
 
 
 commands = [gateway_group]

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import subprocess
 from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.engine.local.server import LocalEngine, free_port
+from llm_fabric.engine.local.server import LocalEngine, free_port, spawn_server
 from llm_fabric.errors import UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
 from llm_fabric.gateway.settings import KEYS_FILE, LITELLM_CONFIG_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
@@ -93,16 +92,7 @@ def start_gateway(
     )
     records.parent.mkdir(parents=True, exist_ok=True)
     log_path = folder / "litellm.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=folder,
-            start_new_session=True,
-        )
+    process = spawn_server(argv, env=env, cwd=folder, log_path=log_path)
     return LocalEngine(
         pid=process.pid,
         port=port,

@@ -170,6 +170,20 @@ class LocalEngine:
         return None
 
 
+def spawn_server(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a local server in its own session (stopped by process group), its output appended to `log_path`."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+
 def start_engine(
     model: Path | str,
     run_dir: Path,
@@ -203,16 +217,7 @@ def start_engine(
         str(port),
     ]
     log_path = run_dir / "vllm.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=engine_environment(run_dir, env),
-            cwd=run_dir,
-            start_new_session=True,
-        )
+    process = spawn_server(argv, env=engine_environment(run_dir, env), cwd=run_dir, log_path=log_path)
     return LocalEngine(
         pid=process.pid, port=port, model=str(model), run_dir=run_dir, log_path=log_path, argv=argv, process=process
     )
