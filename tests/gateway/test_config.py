@@ -96,3 +96,13 @@ def test_an_unknown_site_in_the_gateway_section_names_the_field(site_repo: Path,
     assert main(["gateway", "config", "-C", str(site_repo), "--out", str(site_repo.parent / "gw")]) == 2
     err = capsys.readouterr().err
     assert "fabric.yaml" in err and "nowhere" in err
+
+
+def test_a_replica_on_an_altered_node_manifest_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    repo = make_gateway_site(tmp_path / "site")
+    plan = make_gateway_plan(repo, tmp_path)
+    node = repo / "nodes" / "vienna-01.yaml"
+    node.write_text(node.read_text().replace("count: 8", "count: 7"))  # a claim changed after signing
+    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err
+    assert "vienna-01" in err and "signature does not match" in err

@@ -19,6 +19,7 @@ import yaml
 
 from llm_fabric.engine.args import request_defaults
 from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.gateway.settings import (
     LITELLM_CONFIG_FILE,
     SETTINGS_FILE,
@@ -30,6 +31,7 @@ from llm_fabric.gateway.settings import (
 from llm_fabric.plan.document import Plan, ReplicaPlacement
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
+from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
 
@@ -53,8 +55,6 @@ def external_group(provider: str) -> str:
 
 
 def gateway_site(site: SiteRepo, asked: str | None) -> str:
-    from llm_fabric.errors import UsageError
-
     gw = site.config.gateway or GatewayConfig()
     chosen = asked or gw.site or (next(iter(site.config.sites)) if len(site.config.sites) == 1 else None)
     if chosen is None:
@@ -128,6 +128,23 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
     )
 
 
+def check_trusted_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
+    """Route only to replicas on nodes the site repo holds, signed by a key in keys/ (PolicyRefusal otherwise)."""
+    keys = load_public_keys(site.root)
+    problems = []
+    for node in sorted({r.node for r in replicas}):
+        manifest = site.nodes.get(node)
+        why = "the site repo has no such node" if manifest is None else verify_manifest(manifest, keys)
+        if why is not None:
+            problems.append(Problem(f"node `{node}`: {why}", file=site.path_of("nodes", node)))
+    if problems:
+        raise PolicyRefusal(
+            f"the gateway would route to {len(problems)} node(s) nobody with the enrollment key vouched for",
+            problems=problems,
+            hint="re-enroll or sign the nodes (`fabric nodes sign NAME`), then re-plan",
+        )
+
+
 def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: list[str]) -> list[str]:
     rule = policies.sovereignty.get(data_class)
     return [s for s in sites if not rule_refusals(data_class, rule, s, site.config.sites[s])]
@@ -181,6 +198,7 @@ def build_gateway(
             }
         )
 
+    check_trusted_nodes(site, [r for r in plan.replicas if endpoint(r.deployment, r.site) is not None])
     for name in sorted(plan.deployments):
         replicas = plan.replicas_of(name)
         if name not in site.deployments or not replicas:
