@@ -93,3 +93,52 @@ def test_only_the_gateways_site_runs_it(site_and_plan: tuple[Path, Path]) -> Non
     site, placed = load_site(repo), load_plan(plan)
     assert build_gateway_bundles(site, placed, "vienna", "llm-fabric") == []
     assert build_gateway_bundles(site, placed, "brno", "llm-fabric")
+
+
+def test_all_sites_render_one_folder_each_with_its_own_flux_source(tmp_path: Path) -> None:
+    repo = make_gateway_site(tmp_path / "site")
+    plan = make_gateway_plan(repo, tmp_path)
+    out = repo / "deploy"
+    code = main(
+        [
+            "render",
+            "-C",
+            str(repo),
+            "--plan",
+            str(plan),
+            "--out",
+            str(out),
+            "--all-sites",
+            "--flux-repo",
+            "ssh://git@git.example/fed/site.git",
+            "--check",
+            "--crds",
+            str(CRDS),
+        ]
+    )
+    assert code == 0
+    placed = {"brno": set(), "vienna": set()}  # type: dict[str, set[str]]
+    for site in ("brno", "vienna"):
+        for path in (out / site).rglob("*.yaml"):
+            obj = yaml.safe_load(path.read_text())
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if L.SITE in labels:  # a workload: it belongs to this site's folder only
+                assert labels[L.SITE] == site, path
+                placed[site].add(labels[L.REPLICA])
+        source = yaml.safe_load((out / site / "flux" / f"gitrepository-llm-fabric-{site}.yaml").read_text())
+        assert source["spec"]["ignore"] == f"/*\n!/deploy/{site}/\n"  # the site pulls its own folder only
+        assert source["spec"]["secretRef"]["name"] == f"llm-fabric-{site}-git"
+        sync = yaml.safe_load((out / site / "flux" / f"kustomization-llm-fabric-{site}.yaml").read_text())
+        assert sync["spec"]["path"] == f"./deploy/{site}"
+    assert placed["vienna"] == {"qwen3-5-1"}
+    assert "qwen3-5-1" not in placed["brno"] and "qwen3-5-0" in placed["brno"]
+    assert (out / "brno" / "serving" / "deployment-fabric-gateway.yaml").is_file()
+    assert not (out / "vienna" / "serving" / "deployment-fabric-gateway.yaml").exists()
+
+
+def test_site_and_all_sites_exclude_each_other(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, plan = site_and_plan
+    assert (
+        main(["render", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path), "--all-sites", "--site", "brno"])
+        == 2
+    )
