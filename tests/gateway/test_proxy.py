@@ -237,3 +237,23 @@ def test_meter_records_give_fabric_report_the_tenants_served_totals(gateway: Gat
         assert row["output_tokens"] == completion, tenant
         assert row["cached_input_tokens"] == cached, tenant
         assert row["requests"] - row["failed_requests"] == requests, tenant
+
+
+def test_prompts_are_recorded_only_where_the_class_allows_it(gateway: Gateway) -> None:
+    gateway.chat(
+        "muni-researchers",
+        "qwen3-5",
+        "logged-public tenant:muni-researchers",
+        headers={"X-Fabric-Data-Class": "public"},
+    )
+    gateway.chat("fnusa-clinical", "qwen3-5", "never-logged tenant:fnusa-clinical")
+    rows = _wait_records(gateway, 2)
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any("logged-public" in str(r.get("prompt")) for r in rows):
+        time.sleep(0.2)
+        rows = _records(gateway)
+    assert any(r.get("prompt") == "logged-public tenant:muni-researchers" for r in rows)
+    assert not [r for r in rows if r["tenant"] == "fnusa-clinical" and "prompt" in r]
+    assert "never-logged" not in gateway.records.read_text()
