@@ -257,3 +257,19 @@ def test_prompts_are_recorded_only_where_the_class_allows_it(gateway: Gateway) -
     assert any(r.get("prompt") == "logged-public tenant:muni-researchers" for r in rows)
     assert not [r for r in rows if r["tenant"] == "fnusa-clinical" and "prompt" in r]
     assert "never-logged" not in gateway.records.read_text()
+
+
+def test_the_model_list_shows_a_tenant_only_its_groups(gateway: Gateway) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(gateway.url + "/v1/models")
+    request.add_header("Authorization", f"Bearer {gateway.keys['fnusa-clinical']}")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        listed = {m["id"] for m in json.loads(response.read())["data"]}
+    assert listed == {"qwen3-5@sensitive", "qwen3-5-122b@sensitive"}
+
+    # a listed group is a model name the tenant may ask for; another tenant's group is not
+    status, _, body = gateway.chat("fnusa-clinical", "qwen3-5@sensitive", "by-group tenant:fnusa-clinical")
+    assert status == 200, body
+    status, _, body = gateway.chat("fnusa-clinical", "qwen3-5@public", "other-group")
+    assert status == 403, body

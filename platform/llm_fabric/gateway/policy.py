@@ -42,7 +42,14 @@ def choose_data_class(access: TenantAccess, asked: str | None) -> str | Denial:
 
 
 def route(settings: HookSettings, tenant: str, model: str, asked_class: str | None) -> Route | Denial:
+    """The group for `model`: a deployment's name (with the request's class), or a group the tenant may use
+    (what GET /v1/models lists to it), whose class is then the request's."""
     access = settings.tenants[tenant]
+    named = settings.groups.get(model)
+    if named is not None and access.groups.get(named.deployment, {}).get(named.data_class) == model:
+        if asked_class and asked_class != named.data_class:
+            return Denial(403, f"model group `{model}` serves `{named.data_class}` data, not `{asked_class}`")
+        return Route(named.deployment, named.data_class, model, fallbacks_allowed=bool(named.fallbacks))
     data_class = choose_data_class(access, asked_class)
     if isinstance(data_class, Denial):
         return data_class
