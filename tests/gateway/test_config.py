@@ -106,3 +106,26 @@ def test_a_replica_on_an_altered_node_manifest_is_refused(tmp_path: Path, capsys
     assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path / "out")]) == 3
     err = capsys.readouterr().err
     assert "vienna-01" in err and "signature does not match" in err
+
+
+def test_validate_refuses_an_external_provider_for_a_class_that_may_not_leave(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = site_repo / "fabric.yaml"
+    path.write_text(
+        path.read_text() + "gateway:\n  external:\n    cloud:\n      url: https://api.cloud.example/v1\n"
+        "      model: m\n      data_classes: [public, sensitive]\n"
+    )
+    assert main(["validate", "-C", str(site_repo)]) == 3
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert "external provider `cloud` takes `sensitive` data" in text and "fabric.yaml" in text
+
+
+def test_validate_finds_one_key_under_two_tenants(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["tenants", "key", "issue", "-C", str(site_repo), "muni-researchers"]) == 0
+    muni = (site_repo / "tenants" / "muni-researchers.yaml").read_text()
+    keys = muni[muni.index("keys:") :]
+    clinic = site_repo / "tenants" / "fnusa-clinical.yaml"
+    clinic.write_text(clinic.read_text() + keys)
+    assert main(["validate", "-C", str(site_repo)]) == 2
+    text = "".join(capsys.readouterr())
+    assert "is also a key of tenant `fnusa-clinical`" in text or "is also a key of tenant `muni-researchers`" in text
