@@ -273,3 +273,23 @@ def test_the_model_list_shows_a_tenant_only_its_groups(gateway: Gateway) -> None
     assert status == 200, body
     status, _, body = gateway.chat("fnusa-clinical", "qwen3-5@public", "other-group")
     assert status == 403, body
+
+
+def test_litellms_own_full_deployment_429_gets_a_retry_after(gateway: Gateway) -> None:
+    """qwen3-5@sensitive has one entry (brno) with max_parallel_requests 4 while the deployment admits 8:
+    LiteLLM refuses the 5th at once, and the failure hook adds the Retry-After its 429 lacks."""
+    import time
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        futures = [
+            pool.submit(gateway.chat, "fnusa-clinical", "qwen3-5", f"sleep:2 full{i} tenant:fnusa-clinical")
+            for i in range(6)
+        ]
+        time.sleep(0.1)
+        answers = [f.result() for f in futures]
+    refused = [a for a in answers if a[0] == 429]
+    assert refused, [a[0] for a in answers]
+    for _, headers, body in refused:
+        assert "held for" not in json.dumps(body) and "is full" not in json.dumps(body)  # not the fabric's own
+        assert headers.get("retry-after") == "2", (headers, body)
+        assert headers.get("retry-after-ms") == "2000"
