@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from tests.gateway.conftest import Gateway
 
@@ -293,3 +294,42 @@ def test_litellms_own_full_deployment_429_gets_a_retry_after(gateway: Gateway) -
         assert "held for" not in json.dumps(body) and "is full" not in json.dumps(body)  # not the fabric's own
         assert headers.get("retry-after") == "2", (headers, body)
         assert headers.get("retry-after-ms") == "2000"
+
+
+def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway: Gateway, tmp_path: Path) -> None:
+    """Layer 4 on its own: a config whose sensitive group wrongly holds the vienna replica still never sends
+    sensitive requests there, because the hook drops entries outside the group's sites before routing."""
+    import copy
+
+    from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.gateway.run import start_gateway, write_gateway_files
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.site.loader import load_site
+
+    brno, vienna = gateway.backends["brno"], gateway.backends["vienna"]
+    endpoints = {("qwen3-5", "brno"): brno.url, ("qwen3-5", "vienna"): vienna.url}
+    files = build_gateway(
+        load_site(gateway.site_repo), load_plan(gateway.plan), site_id="brno", endpoints=endpoints, local=True
+    )
+    foreign = next(
+        m
+        for m in files.litellm["model_list"]
+        if m["model_name"] == "qwen3-5@public" and m["model_info"]["fabric_site"] == "vienna"
+    )
+    rogue = copy.deepcopy(foreign)
+    rogue["model_name"] = "qwen3-5@sensitive"
+    rogue["model_info"]["id"] = "rogue-vienna-entry"
+    files.litellm["model_list"].append(rogue)
+    write_gateway_files(files, tmp_path)
+    proxy = start_gateway(tmp_path, tmp_path / "requests.jsonl")
+    try:
+        proxy.wait_healthy(120)
+        other = Gateway(
+            proxy.base_url, gateway.keys, tmp_path / "requests.jsonl", gateway.site_repo, gateway.plan, gateway.backends
+        )
+        statuses = [other.chat("fnusa-clinical", "qwen3-5", f"rogue{i} tenant:fnusa-clinical")[0] for i in range(8)]
+    finally:
+        proxy.stop()
+    assert statuses == [200] * 8
+    assert not [r for r in vienna.served() if "rogue" in r["text"]]
+    assert len([r for r in brno.served() if "rogue" in r["text"]]) == 8
