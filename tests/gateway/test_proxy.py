@@ -333,3 +333,18 @@ def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway
     assert statuses == [200] * 8
     assert not [r for r in vienna.served() if "rogue" in r["text"]]
     assert len([r for r in brno.served() if "rogue" in r["text"]]) == 8
+
+
+def test_engine_only_fields_never_reach_an_external_provider(gateway: Gateway) -> None:
+    # qwen3-5-122b schedules by priority: its engine gets one, the external provider behind it must not
+    status, _, body = gateway.chat(
+        "muni-researchers",
+        "qwen3-5-122b",
+        "fail prio-external tenant:muni-researchers",
+        headers={"X-Fabric-Data-Class": "public"},
+    )
+    assert status == 200, body
+    engine = [r["body"] for r in gateway.backends["brno"].served() if "prio-external" in r["text"]]
+    external = [r["body"] for r in gateway.backends["cloud"].served() if "prio-external" in r["text"]]
+    assert engine and engine[0]["priority"] == 10
+    assert len(external) == 1 and "priority" not in external[0]
