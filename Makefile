@@ -26,7 +26,22 @@ $(ENGINE_STAMP): pyproject.toml
 	$(ENGINE_VENV)/bin/python -c "import vllm, llm_fabric.engine.runtime.vllm_probe"
 	touch $(ENGINE_STAMP)
 
-engine: $(ENGINE_STAMP)
+# SGLang cannot run here (CUDA-only dependencies), but its argument parser and parser registries can be
+# read from its wheel: the pinned wheel (the `sglang-wheel` extra) is fetched WITHOUT dependencies and
+# unpacked into .cache/sglang/VERSION, where `fabric engine check-args --engine sglang` and the tests
+# import `sglang.srt.server_args` with the engine venv's interpreter. Nothing downloads at test time.
+SGLANG_PIN   := $(shell $(PYTHON) -c "import tomllib; \
+  print(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['sglang-wheel'][0])")
+SGLANG_CACHE := .cache/sglang
+SGLANG_STAMP := $(SGLANG_CACHE)/$(subst sglang==,,$(SGLANG_PIN))/.unpacked
+$(SGLANG_STAMP): pyproject.toml $(ENGINE_STAMP)
+	rm -rf $(dir $(SGLANG_STAMP))
+	$(ENGINE_VENV)/bin/pip download -q --no-deps --only-binary=:all: -d $(SGLANG_CACHE) '$(SGLANG_PIN)'
+	$(ENGINE_VENV)/bin/python -m zipfile -e $(SGLANG_CACHE)/$(subst ==,-,$(SGLANG_PIN))-*.whl $(dir $(SGLANG_STAMP))
+	echo '[]' | $(ENGINE_VENV)/bin/python -m llm_fabric.engine.runtime.sglang_probe args $(dir $(SGLANG_STAMP)) >/dev/null
+	touch $(SGLANG_STAMP)
+
+engine: $(ENGINE_STAMP) $(SGLANG_STAMP)
 
 # The tenant gateway (LiteLLM's proxy) in its own venv: its pins (click, rich, cryptography) are not ours.
 # llm-fabric goes in without deps: the proxy imports the hooks (llm_fabric.gateway.hooks) from it.
@@ -94,4 +109,4 @@ lint: venv
 test: pytest typecheck lint
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) $(GATEWAY_VENV) .cache/wheels .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(ENGINE_VENV) $(GATEWAY_VENV) .cache/wheels $(SGLANG_CACHE) .demo .mypy_cache .ruff_cache .pytest_cache

@@ -69,9 +69,12 @@ def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # t
     config, settings, _ = generated
     dedicated = settings.deployments["qwen3-5-122b"]
     assert (dedicated.capacity, dedicated.owner, dedicated.owner_reserved) == (4, "ceitec-structural", 1)
-    assert dedicated.priority_scheduling
+    assert dedicated.priority_scheduling and dedicated.engine == "vllm"
+    # the engine helper's numbers (llm_fabric.engine.request_hooks): the owner's request goes first
+    assert (dedicated.owner_fields, dedicated.pool_fields) == ({"priority": 0}, {"priority": 10})
     shared = settings.deployments["qwen3-5"]
     assert (shared.capacity, shared.owner, shared.priority_scheduling) == (8, None, False)
+    assert shared.owner_fields == shared.pool_fields == {}  # vLLM without priority scheduling: nothing to send
     per_site = [m["litellm_params"]["max_parallel_requests"] for m in _entries(config, "qwen3-5@public")]
     assert per_site == [4, 4]  # 8 sessions over two replicas, one per site
 
@@ -129,3 +132,24 @@ def test_validate_finds_one_key_under_two_tenants(site_repo: Path, capsys) -> No
     assert main(["validate", "-C", str(site_repo)]) == 2
     text = "".join(capsys.readouterr())
     assert "is also a key of tenant `fnusa-clinical`" in text or "is also a key of tenant `muni-researchers`" in text
+
+
+def test_an_sglang_deployment_gets_the_engine_helpers_fields(tmp_path: Path) -> None:
+    from llm_fabric.engine.request_hooks import request_fields
+    from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.site.loader import load_site
+
+    repo = make_gateway_site(tmp_path / "site")
+    plan = load_plan(make_gateway_plan(repo, tmp_path))
+    replicas = []
+    for r in plan.replicas:
+        if r.deployment == "qwen3-5-122b":  # as the SGLang command builder writes a dedicated replica's flags
+            args = [*r.engine_args, "--enable-priority-scheduling", "--schedule-low-priority-values-first"]
+            r = r.model_copy(update={"engine": "sglang", "engine_args": args})
+        replicas.append(r)
+    files = build_gateway(load_site(repo), plan.model_copy(update={"replicas": replicas}), site_id="brno")
+    dep = files.settings.deployments["qwen3-5-122b"]
+    assert dep.engine == "sglang"
+    assert dep.owner_fields == request_fields("sglang", owner=True)
+    assert dep.pool_fields["priority"] == 10 and "custom_logit_processor" in dep.pool_fields

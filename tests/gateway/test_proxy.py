@@ -82,12 +82,20 @@ def test_a_full_deployment_is_429_and_the_owner_keeps_its_reserve(gateway: Gatew
 
 def test_the_engine_receives_the_owners_priority_and_never_the_clients(gateway: Gateway) -> None:
     gateway.chat("ceitec-structural", "qwen3-5-122b", "prio-owner tenant:ceitec-structural", priority=-100)
-    gateway.chat("muni-researchers", "qwen3-5-122b", "prio-pool tenant:muni-researchers", priority=-100)
+    gateway.chat(
+        "muni-researchers",
+        "qwen3-5-122b",
+        "prio-pool tenant:muni-researchers",
+        priority=-100,
+        custom_logit_processor="a pickled callable",
+        extra_body={"vllm_xargs": {"loop_guard": False}},
+    )
     served = {
         r["text"].split()[0]: r["body"] for r in gateway.backends["brno"].served() if r["text"].startswith("prio-")
     }
     assert served["prio-owner"]["priority"] == 0
     assert served["prio-pool"]["priority"] == 10
+    assert "custom_logit_processor" not in served["prio-pool"] and "vllm_xargs" not in served["prio-pool"]
     # qwen3-5 does not run the priority scheduler: vLLM would reject any priority there
     gateway.chat("muni-researchers", "qwen3-5", "noprio tenant:muni-researchers", priority=-100)
     body = next(

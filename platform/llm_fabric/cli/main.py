@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "engine": "local_engine_commands",
     "gateway": "gateway_commands",
     "tenants": "tenant_commands",
+    "gpus": "hardware_commands",
 }
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -1,4 +1,4 @@
-"""Serving engines: recipes (engine/models/*.yaml), the capacity model, engine arguments and their check.
+"""Serving engines (vLLM, SGLang): recipes (engine/models/*.yaml), capacity, engine arguments and their check.
 
 `runtime/` is code that runs inside the engine's own process (loop guard, argument probe) and
 imports nothing of the fabric's core; `local/` runs the CPU engine for tests and the demo. May

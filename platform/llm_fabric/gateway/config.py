@@ -19,6 +19,7 @@ import yaml
 
 from llm_fabric.engine.args import request_defaults
 from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.gateway.settings import (
     LITELLM_CONFIG_FILE,
@@ -82,6 +83,8 @@ def _served_name(replica: ReplicaPlacement) -> str:
 
 def _priority_scheduling(replica: ReplicaPlacement) -> bool:
     args = replica.engine_args
+    if replica.engine == "sglang":
+        return "--enable-priority-scheduling" in args
     return "--scheduling-policy" in args and args[args.index("--scheduling-policy") + 1] == "priority"
 
 
@@ -117,11 +120,22 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
         share = capacity if owned < 0 else capacity * min(owned, len(replicas)) / max(len(replicas), 1)
         reserved = math.ceil(share * (gw.owner_reserve if lend else 1.0))
     recipe = get_recipe(dep.recipe)
+    engine = replicas[0].engine if replicas else "vllm"
+    priority = bool(replicas) and all(_priority_scheduling(r) for r in replicas)
+    low_first = engine != "sglang" or all("--schedule-low-priority-values-first" in r.engine_args for r in replicas)
+
+    def fields(is_owner: bool) -> dict[str, Any]:
+        # the priority only where every replica schedules by it: vLLM rejects one it cannot honour
+        return request_fields(engine, owner=is_owner if priority else None, low_values_first=low_first)
+
     return DeploymentAccess(
         capacity=capacity,
         owner=owner,
         owner_reserved=min(reserved, capacity),
-        priority_scheduling=bool(replicas) and all(_priority_scheduling(r) for r in replicas),
+        engine=engine,
+        priority_scheduling=priority,
+        owner_fields=fields(True),
+        pool_fields=fields(False),
         request_defaults=request_defaults(
             recipe, max_output_tokens=dep.generation.max_output_tokens, presence_penalty=dep.generation.presence_penalty
         ),

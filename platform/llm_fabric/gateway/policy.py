@@ -14,8 +14,9 @@ from typing import Any
 from llm_fabric.gateway.settings import DeploymentAccess, HookSettings, TenantAccess
 
 DATA_CLASS_HEADER = "x-fabric-data-class"
-# request fields only vLLM understands: never sent to an external provider
-ENGINE_ONLY_FIELDS = ("priority",)
+# request fields only the fabric's engines understand: a client may not set them (SGLang's custom logit
+# processor is a pickled callable), and they never go to an external provider
+ENGINE_ONLY_FIELDS = ("priority", "custom_logit_processor", "custom_params", "vllm_xargs")
 
 
 @dataclass(frozen=True)
@@ -67,25 +68,24 @@ def route(settings: HookSettings, tenant: str, model: str, asked_class: str | No
     return Route(model, data_class, group, fallbacks_allowed=bool(settings.groups[group].fallbacks))
 
 
-def engine_priority(dep: DeploymentAccess, tenant: str) -> int | None:
-    """vLLM's `priority` for this tenant's request (lower first), or None where the engine does not schedule by it."""
-    if not dep.priority_scheduling:
-        return None  # vLLM rejects a non-zero priority without --scheduling-policy priority
-    return dep.owner_priority if dep.owner == tenant else dep.pool_priority
+def engine_fields(dep: DeploymentAccess, tenant: str) -> dict[str, Any]:
+    """What the engine behind `dep` needs in this tenant's request (llm_fabric.engine.request_hooks, at config
+    time): its priority, only where the engine schedules by it, and SGLang's per-request loop guard."""
+    return dep.owner_fields if dep.owner == tenant else dep.pool_fields
 
 
 def apply_route(data: dict[str, Any], rt: Route, dep: DeploymentAccess, tenant: str) -> None:
     """Rewrite the request in place: group, engine priority, recipe defaults; no fallbacks if restricted."""
     data["model"] = rt.group
-    for name in ENGINE_ONLY_FIELDS:  # a client must not set its own priority
+    for name in ENGINE_ONLY_FIELDS:  # a client must not set its own priority or engine plugins
         data.pop(name, None)
     extra = data.get("extra_body")
     if isinstance(extra, dict):
         for name in ENGINE_ONLY_FIELDS:
             extra.pop(name, None)
-    priority = engine_priority(dep, tenant)
-    if priority is not None:
-        data["extra_body"] = {**(extra if isinstance(extra, dict) else {}), "priority": priority}
+    fields = engine_fields(dep, tenant)
+    if fields:
+        data["extra_body"] = {**(extra if isinstance(extra, dict) else {}), **fields}
     for key, value in dep.request_defaults.items():
         if key == "max_tokens":
             asked = data.get("max_tokens") or data.get("max_completion_tokens")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -40,9 +40,12 @@ class DeploymentAccess(FabricModel):
     capacity: int = Field(ge=1, description="requests the gateway lets in at once (planned sessions, all replicas)")
     owner: str | None = Field(None, description="tenant whose dedicated replicas these are")
     owner_reserved: int = Field(0, ge=0, description="of `capacity`, slots only the owner may take")
-    priority_scheduling: bool = Field(False, description="every replica runs vLLM's priority scheduler")
-    owner_priority: int = Field(0, description="vLLM priority of the owner's requests (lower runs first)")
-    pool_priority: int = Field(10, description="vLLM priority of everyone else's requests")
+    engine: Literal["vllm", "sglang"] = "vllm"
+    priority_scheduling: bool = Field(False, description="every replica runs its engine's priority scheduler")
+    owner_fields: dict[str, Any] = Field(
+        default_factory=dict, description="request fields for the engine on the owner's requests (priority, guard)"
+    )
+    pool_fields: dict[str, Any] = Field(default_factory=dict, description="the same for everyone else's requests")
     request_defaults: dict[str, float | int] = Field(default_factory=dict, description="from the recipe")
 
 
