@@ -13,6 +13,7 @@ from pathlib import Path
 from llm_fabric.engine.site_checks import site_checks as engine_checks
 from llm_fabric.enrollment.signature_checks import check_node_signatures
 from llm_fabric.errors import Problem
+from llm_fabric.gateway.site_checks import site_checks as gateway_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
@@ -24,7 +25,7 @@ def site_checks() -> list[SiteCheck]:
     Node signatures are checked apart: a manifest that loaded can be verified whatever else is wrong,
     so one pass shows schema, reference and signature problems together.
     """
-    return [*engine_checks, *policy_checks]
+    return [*engine_checks, *policy_checks, *gateway_checks]
 
 
 def validate_site(root: Path) -> ValidationReport:
