@@ -41,6 +41,8 @@ _MASKS = [
     (re.compile(r"\b[0-9a-f]{40}\b"), "<commit>"),
     (re.compile(r"\b[0-9a-f]{7,12}\.\.\.(?=\W)"), "<commit>"),
     (re.compile(r"\b[0-9a-f]{16}\b"), "<key-id>"),
+    (re.compile(r"\b[0-9a-f]{12}\b"), "<short-id>"),
+    (re.compile(r"\bfk-[A-Za-z0-9_-]{20,}"), "<api-key>"),
     (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?"), "<time>"),
     (re.compile(r"[A-Za-z0-9+/]{80,}={0,2}"), "<base64>"),
     (re.compile(r"(?:/tmp|/var/tmp)(?:/[\w.+-]+)+?/(?=(?:site|report[\w-]*|deploy|out)\b)"), ""),

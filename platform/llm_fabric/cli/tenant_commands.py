@@ -1,21 +1,27 @@
-"""`fabric tenants key issue|revoke|list`: tenant API keys, of which the repo holds only hashes."""
+"""`fabric tenants add|list|show` and `fabric tenants key issue|revoke|list` (the repo holds only key hashes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
 
+if TYPE_CHECKING:
+    from llm_fabric.site.tenants import TenantSummary
+
 
 @click.group("tenants")
 def tenants_group() -> None:
-    """Tenants of the site repo.
+    """Tenants of the site repo: add, list, show, and their gateway API keys.
 
     \b
     Examples:
+      fabric tenants add -C ./site chem-lab --display-name "Chemistry lab" --data-class public
+      fabric tenants list -C ./site
       fabric tenants key issue muni-researchers
       fabric tenants key revoke muni-researchers 3f2a9c0d41be
     """
@@ -103,6 +109,132 @@ def list_command(site_repo: Path, tenant: str, as_json: bool) -> None:
         console.print(f"{k.id}  issued {k.issued_at.isoformat()}", markup=False)
     if not keys:
         console.print(f"{tenant} has no key", markup=False)
+
+
+@tenants_group.command("add")
+@site_repo_option(absolute=True)
+@click.argument("name")
+@click.option("--display-name", required=True, metavar="TEXT", help="Shown in reports.")
+@click.option(
+    "--data-class", "data_classes", multiple=True, required=True, metavar="CLASS", help="Repeat for each class."
+)
+@click.option("--contributor", is_flag=True, help="The tenant owns (contributes) machines.")
+@click.option("--contact", metavar="TEXT", help="Contact address.")
+@click.option("--max-concurrent-requests", type=click.IntRange(min=1), metavar="N", help="Gateway limit.")
+@click.option("--requests-per-minute", type=click.IntRange(min=1), metavar="N", help="Gateway limit.")
+@click.option("--tokens-per-month", type=click.IntRange(min=1), metavar="N", help="Gateway limit.")
+@click.option("--branch", metavar="BRANCH", help="Commit onto BRANCH for review, leaving the checkout as it is.")
+def add_command(
+    site_repo: Path,
+    name: str,
+    display_name: str,
+    data_classes: tuple[str, ...],
+    contributor: bool,
+    contact: str | None,
+    max_concurrent_requests: int | None,
+    requests_per_minute: int | None,
+    tokens_per_month: int | None,
+    branch: str | None,
+) -> None:
+    """Add tenants/NAME.yaml (checked: the name, unique, data classes fabric.yaml declares) and commit it.
+
+    The gateway enforces the limits (docs/gateway.md); issue the tenant a key with `fabric tenants key issue`.
+
+    \b
+    Example:
+      fabric tenants add -C ./site chem-lab --display-name "Chemistry lab" --data-class public --requests-per-minute 60
+    """
+    from llm_fabric.site.models import Limits
+    from llm_fabric.site.tenants import new_tenant
+
+    limits = Limits(
+        max_concurrent_requests=max_concurrent_requests,
+        requests_per_minute=requests_per_minute,
+        tokens_per_month=tokens_per_month,
+    )
+    added = new_tenant(
+        site_repo,
+        name,
+        display_name=display_name,
+        data_classes=list(data_classes),
+        contributor=contributor,
+        contact=contact,
+        limits=limits,
+        branch=branch,
+    )
+    where = f"branch {added.branch}" if added.branch else str(added.path)
+    console.print(f"added tenant {name}: {where} (commit {added.commit or '-'})", markup=False)
+
+
+@tenants_group.command("list")
+@site_repo_option()
+@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+def tenants_list_command(site_repo: Path, as_json: bool) -> None:
+    """List the tenants: contributor, data classes, GPUs contributed, dedicated GPUs, limits, keys.
+
+    \b
+    Example:
+      fabric tenants list -C ./site
+    """
+    from rich.table import Table
+
+    from llm_fabric.site.tenants import tenant_summaries
+
+    summaries = tenant_summaries(site_repo)
+    if as_json:
+        print_json([_tenant_row(s) for s in summaries])
+        return
+    table = Table("tenant", "contributor", "data classes", "GPUs", "dedicated", "limits", "keys")
+    for s in summaries:
+        t = s.tenant
+        limits = ", ".join(f"{k} {v}" for k, v in t.limits.model_dump(exclude_none=True).items()) or "-"
+        dedicated = t.dedicated.gpus if t.dedicated else 0
+        table.add_row(
+            t.name, "yes" if t.contributor else "no", ", ".join(t.data_classes), str(s.gpus_contributed),
+            str(dedicated), limits, str(len(t.keys)),
+        )  # fmt: skip
+    console.print(table)
+
+
+@tenants_group.command("show")
+@site_repo_option()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tenants_show_command(site_repo: Path, name: str, as_json: bool) -> None:
+    """Show one tenant: its file's fields, the nodes it contributes, its key ids.
+
+    \b
+    Example:
+      fabric tenants show -C ./site ceitec-structural
+    """
+    from llm_fabric.site.tenants import tenant_summary
+
+    row = _tenant_row(tenant_summary(site_repo, name))
+    if as_json:
+        print_json(row)
+        return
+    for key, value in row.items():
+        if isinstance(value, list):
+            value = ", ".join(str(v) for v in value)
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        console.print(f"{key}: {'-' if value in (None, '') else value}", markup=False)
+
+
+def _tenant_row(summary: TenantSummary) -> dict[str, object]:
+    t = summary.tenant
+    return {
+        "name": t.name,
+        "display_name": t.display_name,
+        "contributor": t.contributor,
+        "data_classes": list(t.data_classes),
+        "gpus_contributed": summary.gpus_contributed,
+        "nodes": summary.nodes,
+        "dedicated_gpus": t.dedicated.gpus if t.dedicated else 0,
+        "limits": t.limits.model_dump(exclude_none=True),
+        "keys": [k.id for k in t.keys],
+        "contact": t.contact,
+    }
 
 
 commands = [tenants_group]
