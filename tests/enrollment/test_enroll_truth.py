@@ -8,28 +8,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from llm_fabric.enrollment.registry import verify_nodes
 from llm_fabric.site.gitrepo import show_file
+from tests.fixtures.cli import fabric, git
 from tests.fixtures.factsbundle import write_bundle
-
-FABRIC = str(Path(sys.executable).parent / "fabric")
-
-
-def fabric(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FABRIC, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 def enroll(site: Path, name: str, bundle: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return fabric(
         "enroll", name, "--facts", str(bundle), "-C", str(site), "--owner", "cerit-sc", "--site", "brno", *extra
     )
-
-
-def git(site: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=site, capture_output=True, text=True, check=True).stdout
 
 
 def test_dry_run_and_real_run_agree_on_gpus_registered_to_another_node(site_repo: Path, tmp_path: Path) -> None:

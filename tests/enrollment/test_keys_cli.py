@@ -4,14 +4,9 @@ suggested, it used to overwrite keys/enrollment.pub, commit it, and every node t
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-FABRIC = str(Path(sys.executable).parent / "fabric")
-
-
-def fabric(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FABRIC, *args], capture_output=True, text=True, timeout=120, check=False)
+from tests.fixtures.cli import fabric
 
 
 def test_keys_init_refuses_a_repo_that_has_a_key(site_repo: Path, tmp_path: Path) -> None:

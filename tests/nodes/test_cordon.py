@@ -6,16 +6,14 @@ Real `fabric` processes, real git, the real planner.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from llm_fabric.enrollment.registry import verify_nodes
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.site.loader import SiteRepo, collect_site, load_site
+from tests.fixtures.cli import fabric, git
 from tests.fixtures.factsbundle import write_bundle
 
-FABRIC = str(Path(sys.executable).parent / "fabric")
 NODE = "hgx-h200-ceitec"  # declared in the reference site; qwen3.5-122b's replicas run on it
 
 
@@ -24,14 +22,6 @@ def site_as_is(root: Path) -> SiteRepo:
     site, _ = collect_site(root)
     assert site is not None
     return site
-
-
-def fabric(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FABRIC, *args], capture_output=True, text=True, timeout=300, check=False)
-
-
-def git(site: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=site, capture_output=True, text=True, check=True).stdout
 
 
 def test_cordon_moves_placement_off_the_node_and_uncordon_brings_it_back(site_repo: Path) -> None:

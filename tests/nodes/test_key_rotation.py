@@ -7,23 +7,12 @@ Real `fabric` processes and git: `keys rotate --branch` (the reviewed change), t
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from llm_fabric.enrollment.registry import verify_nodes
 from llm_fabric.signing import default_private_key_path, key_id, load_private_key
+from tests.fixtures.cli import fabric, git
 from tests.fixtures.factsbundle import write_bundle
-
-FABRIC = str(Path(sys.executable).parent / "fabric")
-
-
-def fabric(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FABRIC, *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-def git(site: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=site, capture_output=True, text=True, check=True).stdout
 
 
 def all_verify(site: Path) -> bool:

@@ -3,19 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-FABRIC = str(Path(sys.executable).parent / "fabric")
-
-
-def fabric(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FABRIC, *args], capture_output=True, text=True, timeout=120, check=False)
-
-
-def git(site: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=site, capture_output=True, text=True, check=True).stdout
+from tests.fixtures.cli import fabric, git
 
 
 def test_add_then_list_show_and_validate(site_repo: Path) -> None:

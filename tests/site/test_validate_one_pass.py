@@ -4,17 +4,10 @@ name errors that say the rule and a valid name; hints that name a command that w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.fixtures.cli import fabric
 from tests.fixtures.factsbundle import write_bundle
-
-FABRIC = str(Path(sys.executable).parent / "fabric")
-
-
-def fabric(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([FABRIC, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
 def validate(site: Path) -> dict[str, list[dict[str, object]]]:
