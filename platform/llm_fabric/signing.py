@@ -130,12 +130,13 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     except FileNotFoundError as exc:
         raise UsageError(
             f"enrollment private key {path} not found",
-            hint="run `fabric keys init --site-repo DIR`, or pass --key / set FABRIC_ENROLLMENT_KEY",
+            hint="pass the federation's private key with --key or $FABRIC_ENROLLMENT_KEY "
+            "(a site repo without keys/*.pub gets its first key from `fabric keys init --site-repo DIR`)",
         ) from exc
     except (OSError, ValueError, TypeError) as exc:
         raise UsageError(f"{path} is not a PEM private key: {exc}") from exc
     if not isinstance(key, Ed25519PrivateKey):
-        raise UsageError(f"{path} is not an Ed25519 key", hint="create one with `fabric keys init`")
+        raise UsageError(f"{path} is not an Ed25519 key", hint="pass the federation's Ed25519 private key (--key)")
     if path.stat().st_mode & 0o077:
         raise UsageError(f"{path} is readable by others", hint=f"chmod 600 {path}")
     return key

@@ -155,7 +155,8 @@ def check_trusted_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> Non
         raise PolicyRefusal(
             f"the gateway would route to {len(problems)} node(s) nobody with the enrollment key vouched for",
             problems=problems,
-            hint="re-enroll or sign the nodes (`fabric nodes sign NAME`), then re-plan",
+            hint="`fabric nodes verify` names the fix for each (re-enroll an enrolled node, sign a declared one), "
+            "then re-plan",
         )
 
 
