@@ -28,6 +28,16 @@ def crds(out: Path, *, without_cohort_name: bool = False) -> None:
         (out / KUEUE_CQ).write_text(yaml.safe_dump(crd))
 
 
+def records(out: Path, month: str, count: int, site_root: Path = Path("site")) -> None:
+    from llm_fabric.ledger.period import Month
+    from llm_fabric.site.loader import load_site
+    from tests.fixtures.ledger_synthetic import generate_records
+
+    site = load_site(site_root)
+    profiles = {n: (d.context.p50, d.context.p95) for n, d in site.deployments.items() if d.context}
+    generate_records(out, Month.parse(month), count, profiles, sorted(site.tenants))
+
+
 def main(argv: list[str]) -> None:
     step, *args = argv
     if step == "facts":
@@ -36,6 +46,8 @@ def main(argv: list[str]) -> None:
         crds(Path(args[0]))
     elif step == "crds-old":
         crds(Path(args[0]), without_cohort_name=True)
+    elif step == "records":
+        records(Path(args[0]), args[1], int(args[2]))
     else:
         raise SystemExit(f"unknown set-up step {step!r}")
 
