@@ -1,0 +1,309 @@
+"""The ledger store: every request record ingested once, in one DuckDB file, with its daily rollups.
+
+Where it lives: `store:` in ledger.yaml (relative to the site repo), else `<site repo>.ledger.duckdb`
+beside the repo (never inside it: the store is data, not configuration, and grows every day).
+
+Invariants:
+- Idempotent. A record is added only if its natural key (llm_fabric.ledger.records: the request id
+  on the record's day, else the whole content) is not in the store yet, nor earlier in the same
+  ingest (the first one, by file order and line, is kept). Ingesting a file twice, or files that
+  overlap, changes nothing the second time.
+- Atomic. An ingest is one DuckDB transaction: records, rollups and the `ingests` log row are
+  committed together or not at all. A killed ingest leaves the store as it was (DuckDB discards an
+  uncommitted transaction when it next opens the file).
+- Bad records are counted and listed (file, line, why), never stored and never silently dropped:
+  the ingest adds the good ones and says how many bad ones it left, or with `strict` adds nothing.
+- Rollups (llm_fabric.ledger.rollups) are rebuilt for exactly the days (and months) that received
+  a record, in the same transaction.
+- One writer at a time (DuckDB's file lock); a second process waits up to `wait_s`, then gets an error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from llm_fabric.errors import Problem, UsageError
+from llm_fabric.ledger import rollups
+from llm_fabric.ledger.records import CONTENT_KEY, RecordFormat
+from llm_fabric.ledger.sources import normalised_select, open_source, quote
+
+SCHEMA_VERSION = "1"
+STORE_SUFFIX = ".ledger.duckdb"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name VARCHAR NOT NULL, value VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    day DATE NOT NULL, ts TIMESTAMP NOT NULL, model VARCHAR NOT NULL, tenant VARCHAR NOT NULL, site VARCHAR,
+    prompt_tokens BIGINT, completion_tokens BIGINT NOT NULL, cached_prompt_tokens BIGINT, ttft_us BIGINT,
+    status VARCHAR, ok BOOLEAN NOT NULL, request_id VARCHAR, ingest INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ingests (
+    ingest INTEGER NOT NULL, ingested_at TIMESTAMP NOT NULL, files VARCHAR[] NOT NULL, records BIGINT NOT NULL,
+    bad BIGINT NOT NULL, duplicates BIGINT NOT NULL, added BIGINT NOT NULL, days BIGINT NOT NULL);
+"""
+STORED = (
+    "day",
+    "ts",
+    "model",
+    "tenant",
+    "site",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_prompt_tokens",
+    "ttft_us",
+    "status",
+    "ok",
+    "request_id",
+)
+# the stored form of records.CONTENT_KEY: TTFT as the whole microseconds it is stored in
+_CONTENT = tuple("ttft_us" if c == "ttft_ms" else c for c in CONTENT_KEY)
+BAD_LISTED = 50  # bad records listed by file and line; all of them are counted
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    file: Path
+    line: int
+    problem: str
+
+    def as_problem(self) -> Problem:
+        return Problem(self.problem, file=self.file, line=self.line)
+
+
+@dataclass
+class IngestResult:
+    files: list[Path]
+    records: int = 0  # records read, bad ones included
+    bad: int = 0
+    duplicates: int = 0  # good records already in the store, or repeated within this ingest
+    added: int = 0
+    days: list[str] = field(default_factory=list)  # days whose rollups were rebuilt (YYYY-MM-DD)
+    bad_listed: list[BadRecord] = field(default_factory=list)  # the first BAD_LISTED, by file and line
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "files": [str(f) for f in self.files],
+            "records": self.records,
+            "bad": self.bad,
+            "duplicates": self.duplicates,
+            "added": self.added,
+            "days": self.days,
+            "bad_records": [p.as_problem().as_dict() for p in self.bad_listed],
+        }
+
+
+def default_store_path(site_root: Path) -> Path:
+    resolved = site_root.resolve()
+    return resolved.parent / f"{resolved.name}{STORE_SUFFIX}"
+
+
+def configure(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_dir: Path | None = None) -> None:
+    """UTC session time (naive record times are UTC) and a memory cap, spilling to `temp_dir` past it."""
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET memory_limit = {quote(memory_limit)}")
+    con.execute("SET preserve_insertion_order = false")
+    if temp_dir is not None:
+        con.execute(f"SET temp_directory = {quote(str(temp_dir))}")
+
+
+def _connect(path: Path | None, read_only: bool, wait_s: float) -> duckdb.DuckDBPyConnection:
+    if path is None:
+        return duckdb.connect(":memory:")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise UsageError(
+                    f"cannot open the ledger store {path}: {exc}",
+                    hint="another `fabric ledger ingest` may be writing it; retry when it is done",
+                ) from exc
+            time.sleep(0.2)
+
+
+class LedgerStore:
+    """An open store: `path` None is a store in memory (`fabric report --requests`)."""
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        read_only: bool = False,
+        memory_limit: str = "2GB",
+        wait_s: float = 30.0,
+        temp_dir: Path | None = None,
+    ) -> None:
+        if read_only and path is not None and not path.is_file():
+            raise UsageError(f"no ledger store at {path}", hint="ingest records first: fabric ledger ingest FILE")
+        if path is not None and not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.con = _connect(path, read_only, wait_s)
+        configure(self.con, memory_limit, temp_dir)
+        if read_only:
+            self._check_version()
+        else:
+            self.con.execute(SCHEMA + rollups.SCHEMA)
+            if not self.con.execute("SELECT count(*) FROM meta").fetchall()[0][0]:
+                self.con.execute("INSERT INTO meta VALUES ('schema', ?)", [SCHEMA_VERSION])
+            self._check_version()
+
+    def _check_version(self) -> None:
+        try:
+            rows = self.con.execute("SELECT value FROM meta WHERE name = 'schema'").fetchall()
+        except duckdb.CatalogException as exc:
+            raise UsageError(f"{self.path} is not a ledger store (no `meta` table)") from exc
+        if rows != [(SCHEMA_VERSION,)]:
+            raise UsageError(
+                f"{self.path} is a ledger store of schema {rows[0][0] if rows else 'unknown'}, "
+                f"this fabric reads schema {SCHEMA_VERSION}",
+                hint="use the fabric release that wrote it, or re-ingest the records into a new store",
+            )
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> LedgerStore:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def ingest(
+        self,
+        paths: Sequence[Path],
+        fmt: RecordFormat = "auto",
+        *,
+        strict: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> IngestResult:
+        """Add the files' good records not yet in the store and rebuild the touched days' rollups."""
+        note = progress or (lambda _msg: None)
+        sources = [open_source(self.con, p, fmt) for p in paths]
+        result = IngestResult(list(paths))
+        con = self.con
+        with self._transaction():
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE staged AS SELECT 0 AS file, CAST(NULL AS DATE) AS day, * "
+                f"FROM ({normalised_select(con, sources[0])}) LIMIT 0"
+                if sources
+                else "CREATE OR REPLACE TEMP TABLE staged (file INTEGER)"
+            )
+            for i, source in enumerate(sources):
+                note(f"reading {source.path} ({i + 1} of {len(sources)})")
+                try:
+                    con.execute(
+                        f"INSERT INTO staged SELECT {i} AS file, CAST(ts AS DATE) AS day, * "
+                        f"FROM ({normalised_select(con, source)})"
+                    )
+                except duckdb.Error as exc:
+                    raise UsageError(f"{source.path}: cannot read request records: {exc}") from exc
+            if not sources:
+                return result
+            result.records, result.bad = con.execute(
+                "SELECT count(*), count(*) FILTER (WHERE problem IS NOT NULL) FROM staged"
+            ).fetchall()[0]
+            listed = con.execute(
+                f"SELECT file, line, problem FROM staged WHERE problem IS NOT NULL ORDER BY file, line LIMIT {BAD_LISTED}"
+            ).fetchall()
+            result.bad_listed = [BadRecord(sources[f].path, int(line), str(p)) for f, line, p in listed]
+            if strict and result.bad:
+                raise UsageError(
+                    f"{result.bad} bad request record(s); nothing was ingested (--strict)",
+                    hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:5]),
+                )
+            note("checking natural keys")
+            ingest_id = con.execute("SELECT coalesce(max(ingest), 0) + 1 FROM ingests").fetchall()[0][0]
+            self._add_new(ingest_id)
+            result.added = con.execute("SELECT count(*) FROM records WHERE ingest = ?", [ingest_id]).fetchall()[0][0]
+            result.duplicates = result.records - result.bad - result.added
+            con.execute(
+                "CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT day FROM records WHERE ingest = ?", [ingest_id]
+            )
+            result.days = [str(d) for (d,) in con.execute("SELECT day FROM touched ORDER BY day").fetchall()]
+            note(f"rebuilding the rollups of {len(result.days)} day(s)")
+            rollups.rebuild(con, "touched")
+            con.execute(
+                "INSERT INTO ingests VALUES (?, now()::TIMESTAMP, ?, ?, ?, ?, ?, ?)",
+                [
+                    ingest_id,
+                    [str(p) for p in paths],
+                    result.records,
+                    result.bad,
+                    result.duplicates,
+                    result.added,
+                    len(result.days),
+                ],
+            )
+            con.execute("DROP TABLE staged")
+            con.execute("DROP TABLE touched")
+            note("committing")
+        return result
+
+    def _add_new(self, ingest_id: int) -> None:
+        """Insert the staged good records whose natural key is neither earlier in the batch nor stored."""
+        con = self.con
+        good = "SELECT * FROM staged WHERE problem IS NULL"
+        content = ", ".join(_CONTENT)
+        repeated_ids, repeated_content = con.execute(
+            "SELECT count(request_id) - count(DISTINCT (day, request_id)), "
+            f"count(*) FILTER (WHERE request_id IS NULL) - count(DISTINCT CASE WHEN request_id IS NULL "
+            f"THEN ({content}) END) FROM ({good})"
+        ).fetchall()[0]
+        if repeated_ids or repeated_content:
+            # the first of each natural key, by file and line: only when the batch repeats itself
+            good = (
+                f"SELECT * FROM ({good}) WHERE request_id IS NOT NULL "
+                "QUALIFY row_number() OVER (PARTITION BY day, request_id ORDER BY file, line) = 1 "
+                f"UNION ALL SELECT * FROM ({good}) WHERE request_id IS NULL "
+                f"QUALIFY row_number() OVER (PARTITION BY {content} ORDER BY file, line) = 1"
+            )
+        stored = ", ".join(f"g.{c}" for c in STORED)
+        days = "(SELECT DISTINCT day FROM staged)"
+        same_content = " AND ".join(f"r.{c} IS NOT DISTINCT FROM g.{c}" for c in _CONTENT)
+        con.execute(
+            f"INSERT INTO records SELECT {stored}, {ingest_id} FROM ({good}) g WHERE g.request_id IS NOT NULL "
+            f"AND NOT EXISTS (SELECT 1 FROM records r WHERE r.day IN {days} AND r.day = g.day "
+            "AND r.request_id = g.request_id)"
+        )
+        con.execute(
+            f"INSERT INTO records SELECT {stored}, {ingest_id} FROM ({good}) g WHERE g.request_id IS NULL "
+            f"AND NOT EXISTS (SELECT 1 FROM records r WHERE r.day IN {days} AND r.request_id IS NULL "
+            f"AND {same_content})"
+        )
+
+    def status(self) -> dict[str, object]:
+        """What the store holds: records, days, months, ingests (the last one's counts)."""
+        (records, first, last), *_ = self.con.execute("SELECT count(*), min(day), max(day) FROM records").fetchall()
+        months = self.con.execute(
+            "SELECT strftime(month, '%Y-%m'), CAST(sum(requests) AS BIGINT) FROM ("
+            "SELECT date_trunc('month', day) AS month, requests FROM daily_usage) GROUP BY ALL ORDER BY 1"
+        ).fetchall()
+        last_ingest = self.con.execute(
+            "SELECT ingest, strftime(ingested_at, '%Y-%m-%dT%H:%M:%SZ'), files, records, bad, duplicates, added, days "
+            "FROM ingests ORDER BY ingest DESC LIMIT 1"
+        ).fetchall()
+        keys = ("ingest", "ingested_at", "files", "records", "bad", "duplicates", "added", "days")
+        return {
+            "store": str(self.path) if self.path else None,
+            "records": records,
+            "first_day": str(first) if first else None,
+            "last_day": str(last) if last else None,
+            "months": {m: n for m, n in months},
+            "last_ingest": dict(zip(keys, last_ingest[0], strict=True)) if last_ingest else None,
+        }
