@@ -181,14 +181,12 @@ def _raw_select(con: duckdb.DuckDBPyConnection, source: SourceFile) -> tuple[str
 
 def _litellm_mapped(raw: str) -> str:
     """LiteLLM's columns as the fabric's (see the module docstring), all as text where they were text."""
-    tenant = (
-        "coalesce(nullif(team_id, ''), nullif(\"user\", ''), nullif(end_user, ''), nullif(api_key, ''), 'unknown')"
-    )
+    tenant = "coalesce(nullif(team_id, ''), nullif(\"user\", ''), nullif(end_user, ''), nullif(api_key, ''), 'unknown')"
     cached = "json_extract_string(metadata, '$.usage_object.prompt_tokens_details.cached_tokens')"
-    start = "TRY_CAST(\"startTime\" AS TIMESTAMPTZ)"
-    ttft = f"(epoch_ms(TRY_CAST(\"completionStartTime\" AS TIMESTAMPTZ)) - epoch_ms({start}))"
+    start = 'TRY_CAST("startTime" AS TIMESTAMPTZ)'
+    ttft = f'(epoch_ms(TRY_CAST("completionStartTime" AS TIMESTAMPTZ)) - epoch_ms({start}))'
     return (
-        f'SELECT line, parsed, "startTime" AS ts, coalesce(nullif(model_group, \'\'), model) AS model, '
+        f"SELECT line, parsed, \"startTime\" AS ts, coalesce(nullif(model_group, ''), model) AS model, "
         f"{tenant} AS tenant, NULL::VARCHAR AS site, prompt_tokens, completion_tokens, "
         f"CASE WHEN json_valid(metadata) THEN {cached} END AS cached_prompt_tokens, {ttft} AS ttft_ms, "
         "coalesce(nullif(status, ''), 'success') AS status, nullif(request_id, '') AS request_id "
@@ -227,7 +225,8 @@ def normalised_select(con: duckdb.DuckDBPyConnection, source: SourceFile) -> str
         "nullif(CAST(request_id AS VARCHAR), '') AS request_id, "
         "prompt_tokens AS prompt_raw, completion_tokens AS completion_raw, cached_prompt_tokens AS cached_raw, "
         f"ttft_ms AS ttft_raw, {_whole('prompt_tokens')} AS prompt_tokens, "
-        f"{_whole('completion_tokens')} AS completion_tokens, {_whole('cached_prompt_tokens')} AS cached_prompt_tokens, "
+        f"{_whole('completion_tokens')} AS completion_tokens, "
+        f"{_whole('cached_prompt_tokens')} AS cached_prompt_tokens, "
         f"CASE WHEN {ttft} >= 0 AND {ttft} < {MAX_TTFT_MS} THEN CAST(round({ttft} * 1000) AS BIGINT) END AS ttft_us "
         f"FROM ({raw})"
     )

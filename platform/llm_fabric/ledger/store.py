@@ -28,7 +28,7 @@ from pathlib import Path
 
 import duckdb
 
-from llm_fabric.errors import Problem, UsageError
+from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.ledger import rollups
 from llm_fabric.ledger.records import CONTENT_KEY, RecordFormat
 from llm_fabric.ledger.sources import normalised_select, open_source, quote
@@ -99,6 +99,27 @@ class IngestResult:
 def default_store_path(site_root: Path) -> Path:
     resolved = site_root.resolve()
     return resolved.parent / f"{resolved.name}{STORE_SUFFIX}"
+
+
+def store_path(site_root: Path, configured: str | None) -> Path:
+    """The store a site repo's ledger.yaml names (relative to the repo), else the default beside the repo."""
+    root = site_root.resolve()
+    if configured is None:
+        return default_store_path(root)
+    path = Path(configured).expanduser()
+    path = path if path.is_absolute() else (root / path).resolve()
+    if path.is_relative_to(root):
+        raise ConfigError(
+            [
+                Problem(
+                    f"the ledger store {path} is inside the site repo",
+                    file=root / "ledger.yaml",
+                    field="store",
+                    hint=f"put it beside the repo, e.g. store: ../{root.name}{STORE_SUFFIX} (it is data, not config)",
+                )
+            ]
+        )
+    return path
 
 
 def configure(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_dir: Path | None = None) -> None:
@@ -219,7 +240,8 @@ class LedgerStore:
                 "SELECT count(*), count(*) FILTER (WHERE problem IS NOT NULL) FROM staged"
             ).fetchall()[0]
             listed = con.execute(
-                f"SELECT file, line, problem FROM staged WHERE problem IS NOT NULL ORDER BY file, line LIMIT {BAD_LISTED}"
+                "SELECT file, line, problem FROM staged WHERE problem IS NOT NULL "
+                f"ORDER BY file, line LIMIT {BAD_LISTED}"
             ).fetchall()
             result.bad_listed = [BadRecord(sources[f].path, int(line), str(p)) for f, line, p in listed]
             if strict and result.bad:

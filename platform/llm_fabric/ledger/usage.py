@@ -103,9 +103,7 @@ def _outside(con: duckdb.DuckDBPyConnection, query: str) -> int:
     return int(con.execute(query).fetchall()[0][0] or 0)
 
 
-def _percentile_rows(
-    con: duckdb.DuckDBPyConnection, query: str
-) -> dict[tuple[str, str], dict[int, int]]:
+def _percentile_rows(con: duckdb.DuckDBPyConnection, query: str) -> dict[tuple[str, str], dict[int, int]]:
     out: dict[tuple[str, str], dict[int, int]] = {}
     for side, name, p, length in sorted(con.execute(query).fetchall()):
         out.setdefault((side, name), {})[int(p)] = int(length)
@@ -127,8 +125,7 @@ def from_rollups(con: duckdb.DuckDBPyConnection, month: Month) -> RecordUsage:
         "WHERE running * 100 >= p * n GROUP BY ALL",
     )
     peaks = con.execute(
-        "SELECT model, max(input + output), max(output) FROM minute_tokens "
-        f"WHERE {_between(month)} GROUP BY model"
+        f"SELECT model, max(input + output), max(output) FROM minute_tokens WHERE {_between(month)} GROUP BY model"
     ).fetchall()
     outside = _outside(con, f"SELECT sum(requests) FROM daily_usage WHERE NOT ({_between(month)})")
     return _usage(sums, percentiles, peaks, outside)
