@@ -35,6 +35,7 @@ class ReportInputs:
     now: datetime | None = None
     temp_dir: Path | None = None
     store: Path | None = None  # the ledger store, read when no `records` are given and it exists
+    from_records: bool = False  # compute from the stored records, not the rollups (the oracle; same figures)
 
 
 @dataclass(frozen=True)
@@ -240,17 +241,18 @@ def record_usage(
 ) -> tuple[RecordUsage | None, RecordOrigin | None]:
     """The month's usage from the rollups of a temporary store of `inputs.records`, else of the ledger store."""
     from llm_fabric.ledger.store import LedgerStore  # DuckDB: only where records are read
-    from llm_fabric.ledger.usage import from_rollups
+    from llm_fabric.ledger.usage import from_records, from_rollups
 
+    usage_of = from_records if inputs.from_records else from_rollups
     if inputs.records:
         with LedgerStore(None, temp_dir=inputs.temp_dir) as store:
             result = store.ingest(inputs.records, inputs.records_format, progress=progress)
             listed = tuple(str(b.as_problem()) for b in result.bad_listed)
-            return from_rollups(store.con, inputs.month), RecordOrigin(inputs.records, None, result.bad, listed)
+            return usage_of(store.con, inputs.month), RecordOrigin(inputs.records, None, result.bad, listed)
     if inputs.store is None or not inputs.store.is_file():
         return None, None
     with LedgerStore(inputs.store, read_only=True, memory_limit="1GB", temp_dir=inputs.temp_dir) as store:
-        return from_rollups(store.con, inputs.month), RecordOrigin([], inputs.store)
+        return usage_of(store.con, inputs.month), RecordOrigin([], inputs.store)
 
 
 def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
