@@ -9,6 +9,7 @@ any rollup (`from_records`: grouping sets, quantile_disc, per-minute sums).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from datetime import timedelta
@@ -70,7 +71,11 @@ def _books(report: dict[str, object]) -> tuple[str, dict[str, str]]:
     return render_json({**kept, "data_gaps": gaps}), render_csvs(report)
 
 
-@settings(max_examples=int(os.environ.get("LEDGER_ORACLE_EXAMPLES", "30")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=int(os.environ.get("LEDGER_ORACLE_EXAMPLES", "30")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     records=st.lists(_record, min_size=1, max_size=120),
     cuts=st.lists(st.integers(0, 120), max_size=5),
@@ -93,7 +98,7 @@ def test_rollups_give_the_books_of_the_raw_records(
     records = [first.setdefault(r["id"], r) if r["id"] is not None and not r["bad"] else r for r in records]
     bounds = sorted({0, len(records), *(c for c in cuts if c < len(records))})
     files = []
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+    for i, (a, b) in enumerate(itertools.pairwise(bounds)):
         path = work / f"part-{i}.jsonl"
         path.write_text("".join(_line(r) + "\n" for r in records[a:b]))
         files.append(path)

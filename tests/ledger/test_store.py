@@ -65,7 +65,9 @@ def _snapshot(store: Path) -> dict[str, list[tuple[object, ...]]]:
         con.close()
 
 
-def test_ingest_is_idempotent_for_the_same_and_overlapping_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_is_idempotent_for_the_same_and_overlapping_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = tmp_path / "ledger.duckdb"
     rows = _rows(3000)
     whole = _jsonl(tmp_path / "whole.jsonl", rows)
@@ -193,14 +195,17 @@ def test_a_late_record_rebuilds_only_its_day(tmp_path: Path) -> None:
     with LedgerStore(store) as ledger:
         first = ledger.ingest([_jsonl(tmp_path / "month.jsonl", _rows(2000, step_s=1200))])
         assert len(first.days) == 28  # 2000 x 20 minutes from November 1st
-        rows_before = ledger.con.execute("SELECT * FROM daily_usage WHERE day <> DATE '2026-11-05' ORDER BY ALL").fetchall()
+        rows_before = ledger.con.execute(
+            "SELECT * FROM daily_usage WHERE day <> DATE '2026-11-05' ORDER BY ALL"
+        ).fetchall()
         late = _rows(1, start=datetime(2026, 11, 5, 13, 0, tzinfo=UTC), prefix="late")
         result = ledger.ingest([_jsonl(tmp_path / "late.jsonl", late)])
         assert (result.added, result.days) == (1, ["2026-11-05"])
         assert ledger.con.execute("SELECT days FROM ingests ORDER BY ingest DESC LIMIT 1").fetchall() == [(1,)]
-        assert rows_before == ledger.con.execute(
-            "SELECT * FROM daily_usage WHERE day <> DATE '2026-11-05' ORDER BY ALL"
-        ).fetchall()
+        assert (
+            rows_before
+            == ledger.con.execute("SELECT * FROM daily_usage WHERE day <> DATE '2026-11-05' ORDER BY ALL").fetchall()
+        )
         assert from_rollups(ledger.con, NOV) == from_records(ledger.con, NOV)
 
 
@@ -282,7 +287,9 @@ def test_the_store_lives_beside_the_site_repo_unless_ledger_yaml_says_where(
     ledger_yaml = site_repo / "ledger.yaml"
     ledger_yaml.write_text(ledger_yaml.read_text() + "store: ../stores/fabric.duckdb\n")
     assert main(["ledger", "ingest", "-C", str(site_repo), str(records)]) == 0
-    assert (tmp_path / "stores" / "fabric.duckdb").is_file() or (site_repo.parent / "stores" / "fabric.duckdb").is_file()
+    assert (tmp_path / "stores" / "fabric.duckdb").is_file() or (
+        site_repo.parent / "stores" / "fabric.duckdb"
+    ).is_file()
     ledger_yaml.write_text(ledger_yaml.read_text().replace("../stores/fabric.duckdb", "data/ledger.duckdb"))
     assert main(["ledger", "ingest", "-C", str(site_repo), str(records)]) == 2
     err = capsys.readouterr().err
