@@ -201,8 +201,13 @@ def _time(column: str, kind: str) -> str:
     return f"CAST(TRY_CAST(CAST({column} AS VARCHAR) AS TIMESTAMPTZ) AS TIMESTAMP)"
 
 
-def _whole(column: str) -> str:
+_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "HUGEINT")
+
+
+def _whole(column: str, kind: str) -> str:
     """A whole number from 0 to MAX_TOKENS - 1 as BIGINT, else NULL (from a number or its text)."""
+    if kind in _INTEGERS:  # Parquet's integer columns: a range check, no conversion
+        return f"CASE WHEN {column} >= 0 AND {column} < {MAX_TOKENS} THEN CAST({column} AS BIGINT) END"
     d = f"TRY_CAST({column} AS DOUBLE)"
     return f"CASE WHEN {d} = trunc({d}) AND {d} >= 0 AND {d} < {MAX_TOKENS} THEN CAST({d} AS BIGINT) END"
 
@@ -224,9 +229,9 @@ def normalised_select(con: duckdb.DuckDBPyConnection, source: SourceFile) -> str
         "nullif(CAST(site AS VARCHAR), '') AS site, CAST(status AS VARCHAR) AS status, "
         "nullif(CAST(request_id AS VARCHAR), '') AS request_id, "
         "prompt_tokens AS prompt_raw, completion_tokens AS completion_raw, cached_prompt_tokens AS cached_raw, "
-        f"ttft_ms AS ttft_raw, {_whole('prompt_tokens')} AS prompt_tokens, "
-        f"{_whole('completion_tokens')} AS completion_tokens, "
-        f"{_whole('cached_prompt_tokens')} AS cached_prompt_tokens, "
+        f"ttft_ms AS ttft_raw, {_whole('prompt_tokens', types['prompt_tokens'])} AS prompt_tokens, "
+        f"{_whole('completion_tokens', types['completion_tokens'])} AS completion_tokens, "
+        f"{_whole('cached_prompt_tokens', types['cached_prompt_tokens'])} AS cached_prompt_tokens, "
         f"CASE WHEN {ttft} >= 0 AND {ttft} < {MAX_TTFT_MS} THEN CAST(round({ttft} * 1000) AS BIGINT) END AS ttft_us "
         f"FROM ({raw})"
     )

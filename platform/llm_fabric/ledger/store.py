@@ -31,16 +31,19 @@ import duckdb
 from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.ledger import rollups
 from llm_fabric.ledger.records import CONTENT_KEY, RecordFormat
-from llm_fabric.ledger.sources import normalised_select, open_source, quote
+from llm_fabric.ledger.sources import SourceFile, normalised_select, open_source, quote
 
 SCHEMA_VERSION = "1"
 STORE_SUFFIX = ".ledger.duckdb"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name VARCHAR NOT NULL, value VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
-    day DATE NOT NULL, ts TIMESTAMP NOT NULL, model VARCHAR NOT NULL, tenant VARCHAR NOT NULL, site VARCHAR,
-    prompt_tokens BIGINT, completion_tokens BIGINT NOT NULL, cached_prompt_tokens BIGINT, ttft_us BIGINT,
-    status VARCHAR, ok BOOLEAN NOT NULL, request_id VARCHAR, ingest INTEGER NOT NULL);
+    day DATE, ts TIMESTAMP, model VARCHAR, tenant VARCHAR, site VARCHAR,
+    prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT, ttft_us BIGINT,
+    status VARCHAR, ok BOOLEAN, request_id VARCHAR, ingest INTEGER NOT NULL, file INTEGER NOT NULL,
+    line BIGINT NOT NULL, problem VARCHAR);
+CREATE TABLE IF NOT EXISTS rejects (ingest INTEGER NOT NULL, file INTEGER NOT NULL, line BIGINT NOT NULL,
+    problem VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS ingests (
     ingest INTEGER NOT NULL, ingested_at TIMESTAMP NOT NULL, files VARCHAR[] NOT NULL, records BIGINT NOT NULL,
     bad BIGINT NOT NULL, duplicates BIGINT NOT NULL, added BIGINT NOT NULL, days BIGINT NOT NULL);
@@ -155,7 +158,7 @@ class LedgerStore:
         path: Path | None,
         *,
         read_only: bool = False,
-        memory_limit: str = "2GB",
+        memory_limit: str = "4GB",
         wait_s: float = 30.0,
         temp_dir: Path | None = None,
     ) -> None:
@@ -213,53 +216,52 @@ class LedgerStore:
         strict: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> IngestResult:
-        """Add the files' good records not yet in the store and rebuild the touched days' rollups."""
+        """Add the files' good records not yet in the store and rebuild the touched days' rollups.
+
+        Each file is read once, straight into `records` (tagged with this ingest, its file and line);
+        what must not stay is then taken out again in the same transaction: bad records (moved to
+        `rejects`), repeats within the ingest, records already stored. Those checks are one pass over
+        the new rows; the removals cost only when there is something to remove.
+        """
         note = progress or (lambda _msg: None)
         sources = [open_source(self.con, p, fmt) for p in paths]
         result = IngestResult(list(paths))
+        if not sources:
+            return result
         con = self.con
         with self._transaction():
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE staged AS SELECT 0 AS file, CAST(NULL AS DATE) AS day, * "
-                f"FROM ({normalised_select(con, sources[0])}) LIMIT 0"
-                if sources
-                else "CREATE OR REPLACE TEMP TABLE staged (file INTEGER)"
-            )
+            ingest_id = int(con.execute("SELECT coalesce(max(ingest), 0) + 1 FROM ingests").fetchall()[0][0])
             for i, source in enumerate(sources):
                 note(f"reading {source.path} ({i + 1} of {len(sources)})")
                 try:
                     con.execute(
-                        f"INSERT INTO staged SELECT {i} AS file, CAST(ts AS DATE) AS day, * "
-                        f"FROM ({normalised_select(con, source)})"
+                        f"INSERT INTO records SELECT CAST(ts AS DATE) AS day, {', '.join(STORED[1:])}, "
+                        f"{ingest_id} AS ingest, {i} AS file, line, problem FROM ({normalised_select(con, source)})"
                     )
                 except duckdb.Error as exc:
                     raise UsageError(f"{source.path}: cannot read request records: {exc}") from exc
-            if not sources:
-                return result
-            result.records, result.bad = con.execute(
-                "SELECT count(*), count(*) FILTER (WHERE problem IS NOT NULL) FROM staged"
-            ).fetchall()[0]
-            listed = con.execute(
-                "SELECT file, line, problem FROM staged WHERE problem IS NOT NULL "
-                f"ORDER BY file, line LIMIT {BAD_LISTED}"
-            ).fetchall()
-            result.bad_listed = [BadRecord(sources[f].path, int(line), str(p)) for f, line, p in listed]
-            if strict and result.bad:
-                raise UsageError(
-                    f"{result.bad} bad request record(s); nothing was ingested (--strict)",
-                    hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:5]),
-                )
+            new = f"records WHERE ingest = {ingest_id}"
             note("checking natural keys")
-            ingest_id = con.execute("SELECT coalesce(max(ingest), 0) + 1 FROM ingests").fetchall()[0][0]
-            self._add_new(ingest_id)
-            result.added = con.execute("SELECT count(*) FROM records WHERE ingest = ?", [ingest_id]).fetchall()[0][0]
+            result.records, result.bad, ids, distinct_ids, anonymous, distinct_content = con.execute(
+                "SELECT count(*), count(problem), count(request_id) FILTER (WHERE problem IS NULL), "
+                "count(DISTINCT hash(day, request_id)) FILTER (WHERE problem IS NULL AND request_id IS NOT NULL), "
+                "count(*) FILTER (WHERE problem IS NULL AND request_id IS NULL), "
+                f"count(DISTINCT hash({', '.join(_CONTENT)})) FILTER (WHERE problem IS NULL AND request_id IS NULL) "
+                f"FROM {new}"
+            ).fetchall()[0]
+            if result.bad:
+                self._reject(ingest_id, sources, result, strict)
+            # a hash seen once is a key seen once; a repeated hash may be a collision, checked exactly below
+            if ids != distinct_ids or anonymous != distinct_content:
+                self._drop_repeats(ingest_id)
+            self._drop_stored(ingest_id)
+            result.added = int(con.execute(f"SELECT count(*) FROM {new}").fetchall()[0][0])
             result.duplicates = result.records - result.bad - result.added
-            con.execute(
-                "CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT day FROM records WHERE ingest = ?", [ingest_id]
-            )
+            con.execute(f"CREATE OR REPLACE TEMP TABLE touched AS SELECT DISTINCT day FROM {new}")
             result.days = [str(d) for (d,) in con.execute("SELECT day FROM touched ORDER BY day").fetchall()]
             note(f"rebuilding the rollups of {len(result.days)} day(s)")
             rollups.rebuild(con, "touched")
+            con.execute("DROP TABLE touched")
             con.execute(
                 "INSERT INTO ingests VALUES (?, now()::TIMESTAMP, ?, ?, ?, ?, ?, ?)",
                 [
@@ -272,41 +274,54 @@ class LedgerStore:
                     len(result.days),
                 ],
             )
-            con.execute("DROP TABLE staged")
-            con.execute("DROP TABLE touched")
             note("committing")
         return result
 
-    def _add_new(self, ingest_id: int) -> None:
-        """Insert the staged good records whose natural key is neither earlier in the batch nor stored."""
+    def _reject(self, ingest_id: int, sources: Sequence[SourceFile], result: IngestResult, strict: bool) -> None:
+        """Move this ingest's bad records to `rejects` (file, line, why), listing the first ones."""
         con = self.con
-        good = "SELECT * FROM staged WHERE problem IS NULL"
-        content = ", ".join(_CONTENT)
-        repeated_ids, repeated_content = con.execute(
-            "SELECT count(request_id) - count(DISTINCT (day, request_id)), "
-            f"count(*) FILTER (WHERE request_id IS NULL) - count(DISTINCT CASE WHEN request_id IS NULL "
-            f"THEN ({content}) END) FROM ({good})"
-        ).fetchall()[0]
-        if repeated_ids or repeated_content:
-            # the first of each natural key, by file and line: only when the batch repeats itself
-            good = (
-                f"SELECT * FROM ({good}) WHERE request_id IS NOT NULL "
-                "QUALIFY row_number() OVER (PARTITION BY day, request_id ORDER BY file, line) = 1 "
-                f"UNION ALL SELECT * FROM ({good}) WHERE request_id IS NULL "
-                f"QUALIFY row_number() OVER (PARTITION BY {content} ORDER BY file, line) = 1"
+        listed = con.execute(
+            f"SELECT file, line, problem FROM records WHERE ingest = {ingest_id} AND problem IS NOT NULL "
+            f"ORDER BY file, line LIMIT {BAD_LISTED}"
+        ).fetchall()
+        result.bad_listed = [BadRecord(sources[f].path, int(line), str(p)) for f, line, p in listed]
+        if strict:
+            raise UsageError(
+                f"{result.bad} bad request record(s); nothing was ingested (--strict)",
+                hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:5]),
             )
-        stored = ", ".join(f"g.{c}" for c in STORED)
-        days = "(SELECT DISTINCT day FROM staged)"
-        same_content = " AND ".join(f"r.{c} IS NOT DISTINCT FROM g.{c}" for c in _CONTENT)
         con.execute(
-            f"INSERT INTO records SELECT {stored}, {ingest_id} FROM ({good}) g WHERE g.request_id IS NOT NULL "
-            f"AND NOT EXISTS (SELECT 1 FROM records r WHERE r.day IN {days} AND r.day = g.day "
-            "AND r.request_id = g.request_id)"
+            "INSERT INTO rejects SELECT ingest, file, line, problem FROM records "
+            f"WHERE ingest = {ingest_id} AND problem IS NOT NULL"
         )
+        con.execute(f"DELETE FROM records WHERE ingest = {ingest_id} AND problem IS NOT NULL")
+
+    def _drop_repeats(self, ingest_id: int) -> None:
+        """Keep the first record (by file and line) of each natural key this ingest holds more than once."""
+        content = ", ".join(_CONTENT)
+        self.con.execute(
+            "DELETE FROM records WHERE rowid IN ("
+            f"SELECT rowid FROM records WHERE ingest = {ingest_id} AND request_id IS NOT NULL "
+            "QUALIFY row_number() OVER (PARTITION BY day, request_id ORDER BY file, line) > 1 "
+            f"UNION ALL SELECT rowid FROM records WHERE ingest = {ingest_id} AND request_id IS NULL "
+            f"QUALIFY row_number() OVER (PARTITION BY {content} ORDER BY file, line) > 1)"
+        )
+
+    def _drop_stored(self, ingest_id: int) -> None:
+        """Remove this ingest's records whose natural key an earlier ingest stored (only on days both hold)."""
+        con = self.con
+        days = f"(SELECT DISTINCT day FROM records WHERE ingest = {ingest_id})"
+        earlier = f"records WHERE ingest < {ingest_id} AND day IN {days}"
+        if not con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {earlier} LIMIT 1)").fetchall()[0][0]:
+            return  # new days only: nothing stored to collide with
+        same_content = " AND ".join(f"o.{c} IS NOT DISTINCT FROM n.{c}" for c in _CONTENT)
         con.execute(
-            f"INSERT INTO records SELECT {stored}, {ingest_id} FROM ({good}) g WHERE g.request_id IS NULL "
-            f"AND NOT EXISTS (SELECT 1 FROM records r WHERE r.day IN {days} AND r.request_id IS NULL "
-            f"AND {same_content})"
+            "DELETE FROM records WHERE rowid IN ("
+            f"SELECT n.rowid FROM records n WHERE n.ingest = {ingest_id} AND n.request_id IS NOT NULL "
+            f"AND EXISTS (SELECT 1 FROM (SELECT day, request_id FROM {earlier}) o "
+            "WHERE o.day = n.day AND o.request_id = n.request_id) "
+            f"UNION ALL SELECT n.rowid FROM records n WHERE n.ingest = {ingest_id} AND n.request_id IS NULL "
+            f"AND EXISTS (SELECT 1 FROM (SELECT * FROM {earlier} AND request_id IS NULL) o WHERE {same_content}))"
         )
 
     def status(self) -> dict[str, object]:
