@@ -129,7 +129,6 @@ def configure(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_dir: Path 
     """UTC session time (naive record times are UTC) and a memory cap, spilling to `temp_dir` past it."""
     con.execute("SET TimeZone = 'UTC'")
     con.execute(f"SET memory_limit = {quote(memory_limit)}")
-    con.execute("SET preserve_insertion_order = false")
     if temp_dir is not None:
         con.execute(f"SET temp_directory = {quote(str(temp_dir))}")
 
@@ -233,6 +232,9 @@ class LedgerStore:
             ingest_id = int(con.execute("SELECT coalesce(max(ingest), 0) + 1 FROM ingests").fetchall()[0][0])
             for i, source in enumerate(sources):
                 note(f"reading {source.path} ({i + 1} of {len(sources)})")
+                # JSON Lines and CSV are numbered by row_number() OVER (), which counts in file order only
+                # while DuckDB keeps the insertion order; Parquet brings its own row numbers
+                con.execute(f"SET preserve_insertion_order = {str(source.kind != 'parquet').lower()}")
                 try:
                     con.execute(
                         f"INSERT INTO records SELECT CAST(ts AS DATE) AS day, {', '.join(STORED[1:])}, "
