@@ -314,3 +314,20 @@ def test_no_store_and_no_records_is_a_usage_error(site_repo: Path, tmp_path: Pat
         LedgerStore(tmp_path / "none.duckdb", read_only=True)
     args = ["report", "-C", str(site_repo), "--month", "2026-10", "--out", str(tmp_path / "o")]
     assert main([*args, "--store", str(tmp_path / "none.duckdb")]) == 2
+
+
+def test_bad_lines_deep_in_a_large_file_are_located_exactly(tmp_path: Path) -> None:
+    """Line numbers hold across DuckDB's parallel reading of a large file (blank lines counted)."""
+    good = [r.json_line() for r in _rows(300_000, step_s=8)]
+    good[1000] = "\n"
+    good[150_000] = '{"ts": "2026-11-20T00:00:00Z", "model": "m", "tenant": "t", "prompt_tokens": "many"}\n'
+    good[299_998] = "{not json\n"
+    path = tmp_path / "large.jsonl"
+    path.write_text("".join(good))
+    with LedgerStore(None) as store:
+        result = store.ingest([path])
+    assert [(b.line, b.problem) for b in result.bad_listed] == [
+        (150_001, "prompt_tokens = many is not a whole number from 0 to 2147483647"),
+        (299_999, "not a JSON object (malformed, or not {...})"),
+    ]
+    assert (result.records, result.added, result.bad) == (299_999, 299_997, 2)

@@ -6,8 +6,8 @@ Invariants of the books (every module in this package keeps them):
   deployment, day); a contributor row by (month, owner). A request is identified by its
   `request_id` when the log carries one: the same request exported twice counts once. Engine
   counters are keyed by their Prometheus series (model and replica labels), never by scrape.
-- Integer token units. Tokens are counted as integers (int64 in the records' tally, Python int in the
-  books), never as floats; counter deltas from Prometheus are rounded once, per series, when they are read.
+- Integer token units. Tokens are counted as integers (BIGINT in the store and its rollups, Python int in
+  the books), never as floats; counter deltas from Prometheus are rounded once, per series, when they are read.
 - Prices are applied at report time. Records and counters hold tokens only; `ledger.yaml`'s
   prices are multiplied in when the books are drawn up, with Decimal arithmetic, rounded to cents
   only for display. Changing a price and re-running a month re-prices it; nothing stored goes stale.

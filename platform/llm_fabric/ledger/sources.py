@@ -158,10 +158,19 @@ def _struct(names: tuple[str, ...]) -> str:
     return "'{" + ", ".join(f'"{n}": "VARCHAR"' for n in names) + "}'"
 
 
-def _raw_select(con: duckdb.DuckDBPyConnection, source: SourceFile) -> tuple[str, dict[str, str]]:
+def _raw_select(con: duckdb.DuckDBPyConnection, source: SourceFile, fast: bool) -> tuple[str, dict[str, str]]:
     """A SELECT of `line`, `parsed` and the schema's (or LiteLLM's) columns as the file holds them."""
     path = source.path
     names = LITELLM_COLUMNS if source.schema == "litellm" else COLUMNS
+    if source.kind == "jsonl" and fast:
+        # DuckDB's JSON reader, every column as text: 2-3x faster than parsing lines, but a malformed line
+        # fails the whole file and blank lines are not counted (`line` is then the record's ordinal)
+        columns = "{" + ", ".join(f"{quote(n)}: 'VARCHAR'" for n in names) + "}"
+        reader = f"read_json({quote(str(path))}, format = 'newline_delimited', columns = {columns})"
+        fields = ", ".join(f'"{n}"' for n in names)
+        return f"SELECT row_number() OVER () AS line, true AS parsed, {fields} FROM {reader}", dict.fromkeys(
+            names, "VARCHAR"
+        )
     if source.kind == "jsonl":
         fields = ", ".join(f'r."{n}" AS "{n}"' for n in names)
         sql = (
@@ -216,9 +225,12 @@ def _shown(column: str) -> str:
     return f"left(CAST({column} AS VARCHAR), 60)"
 
 
-def normalised_select(con: duckdb.DuckDBPyConnection, source: SourceFile) -> str:
-    """The file's records as NORMALISED columns: typed, `ok` from the status, `problem` for bad ones."""
-    raw, types = _raw_select(con, source)
+def normalised_select(con: duckdb.DuckDBPyConnection, source: SourceFile, *, fast: bool = False) -> str:
+    """The file's records as NORMALISED columns: typed, `ok` from the status, `problem` for bad ones.
+
+    `fast`: JSON Lines through DuckDB's JSON reader; exact line numbers only without it (the store reads a
+    file again without it when the fast read fails or finds a bad record)."""
+    raw, types = _raw_select(con, source, fast)
     if source.schema == "litellm":
         raw = _litellm_mapped(raw)
         types = {**dict.fromkeys(COLUMNS, "VARCHAR"), "ts": types["startTime"], "ttft_ms": "DOUBLE"}

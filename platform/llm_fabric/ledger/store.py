@@ -67,6 +67,14 @@ _CONTENT = tuple("ttft_us" if c == "ttft_ms" else c for c in CONTENT_KEY)
 BAD_LISTED = 50  # bad records listed by file and line; all of them are counted
 
 
+class _ReadAgain(Exception):
+    """The fast JSON reader could not take file `index`, or found a bad record in it."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
+
+
 @dataclass(frozen=True)
 class BadRecord:
     file: Path
@@ -224,10 +232,21 @@ class LedgerStore:
         """
         note = progress or (lambda _msg: None)
         sources = [open_source(self.con, p, fmt) for p in paths]
-        result = IngestResult(list(paths))
+        line_by_line: set[int] = set()
+        while True:
+            try:
+                return self._ingest(sources, strict, note, line_by_line)
+            except _ReadAgain as again:  # rolled back: redo it, reading that file line by line
+                line_by_line.add(again.index)
+
+    def _ingest(
+        self, sources: list[SourceFile], strict: bool, note: Callable[[str], None], line_by_line: set[int]
+    ) -> IngestResult:
+        result = IngestResult([s.path for s in sources])
         if not sources:
             return result
         con = self.con
+        paths = result.files
         with self._transaction():
             ingest_id = int(con.execute("SELECT coalesce(max(ingest), 0) + 1 FROM ingests").fetchall()[0][0])
             for i, source in enumerate(sources):
@@ -235,13 +254,7 @@ class LedgerStore:
                 # JSON Lines and CSV are numbered by row_number() OVER (), which counts in file order only
                 # while DuckDB keeps the insertion order; Parquet brings its own row numbers
                 con.execute(f"SET preserve_insertion_order = {str(source.kind != 'parquet').lower()}")
-                try:
-                    con.execute(
-                        f"INSERT INTO records SELECT CAST(ts AS DATE) AS day, {', '.join(STORED[1:])}, "
-                        f"{ingest_id} AS ingest, {i} AS file, line, problem FROM ({normalised_select(con, source)})"
-                    )
-                except duckdb.Error as exc:
-                    raise UsageError(f"{source.path}: cannot read request records: {exc}") from exc
+                self._insert(ingest_id, i, source, i in line_by_line)
             new = f"records WHERE ingest = {ingest_id}"
             note("checking natural keys")
             result.records, result.bad, ids, distinct_ids, anonymous, distinct_content = con.execute(
@@ -278,6 +291,28 @@ class LedgerStore:
             )
             note("committing")
         return result
+
+    def _insert(self, ingest_id: int, index: int, source: SourceFile, line_by_line: bool) -> None:
+        """Insert one file's records, good and bad. JSON Lines go through DuckDB's JSON reader first; a file
+        it cannot take (a malformed line fails the statement, and with it the transaction) raises
+        `_ReadAgain`, and so does one holding a bad record: the ingest is then redone reading that file
+        line by line, so that every bad record has its exact line."""
+        columns = (
+            f"CAST(ts AS DATE) AS day, {', '.join(STORED[1:])}, {ingest_id} AS ingest, {index} AS file, line, problem"
+        )
+        fast = source.kind == "jsonl" and not line_by_line
+        try:
+            self.con.execute(
+                f"INSERT INTO records SELECT {columns} FROM ({normalised_select(self.con, source, fast=fast)})"
+            )
+        except duckdb.Error as exc:
+            if fast:
+                raise _ReadAgain(index) from exc
+            raise UsageError(f"{source.path}: cannot read request records: {exc}") from exc
+        if fast:
+            this_file = f"ingest = {ingest_id} AND file = {index}"
+            if self.con.execute(f"SELECT count(problem) FROM records WHERE {this_file}").fetchall()[0][0]:
+                raise _ReadAgain(index)
 
     def _reject(self, ingest_id: int, sources: Sequence[SourceFile], result: IngestResult, strict: bool) -> None:
         """Move this ingest's bad records to `rejects` (file, line, why), listing the first ones."""
