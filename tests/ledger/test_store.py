@@ -331,3 +331,19 @@ def test_bad_lines_deep_in_a_large_file_are_located_exactly(tmp_path: Path) -> N
         (299_999, "not a JSON object (malformed, or not {...})"),
     ]
     assert (result.records, result.added, result.bad) == (299_999, 299_997, 2)
+
+
+def test_exporter_serves_the_month_to_date_from_the_store(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = datetime.now(UTC)
+    rows = _rows(40, start=datetime(now.year, now.month, 1, tzinfo=UTC), step_s=1)
+    store = tmp_path / "ledger.duckdb"
+    assert main(["ledger", "ingest", "--store", str(store), str(_jsonl(tmp_path / "now.jsonl", rows))]) == 0
+    capsys.readouterr()
+    assert main(["exporter", "-C", str(site_repo), "--store", str(store), "--once"]) == 0
+    text = capsys.readouterr().out
+    qwen = sum(r.prompt_tokens or 0 for r in rows if r.model == "qwen3-5")
+    assert f'fabric_month_tokens{{kind="input",model="qwen3-5"}} {float(qwen)}' in text
+    assert 'fabric_month_requests{model="glm-5-1"} 20.0' in text
+    assert "fabric_exporter_refresh_ok 1.0" in text
