@@ -5,8 +5,12 @@
 - `daily_lengths`: per (day, model, tenant) the requests at each exact prompt length;
 - `minute_tokens`: per (model, minute) the input and output token sums (the busiest minute is exact);
 - `month_lengths`: per (month, model) and per (month, tenant) the requests at each prompt length,
-  merged from `daily_lengths`: what the month's exact percentiles are read from (a month's daily rows
-  repeat each length once per day and tenant; merged, a length appears once per model or tenant).
+  merged from `daily_lengths` (a month's daily rows repeat each length once per day and tenant;
+  merged, a length appears once per model or tenant);
+- `month_percentiles`: per (month, model) and (month, tenant) the exact nearest-rank p50/p95/p99 of
+  the prompt lengths, from `month_lengths` by a running sum: the smallest length whose running count
+  reaches ceil(p x n / 100). Computed once per ingest that touches the month, so a report reads a
+  few rows instead of sorting millions (2.7 M `month_lengths` rows for a 50 M-record month).
 
 Every table is a pure function of the records of its days (months), so rebuilding a day from
 scratch is how a late record is added: nothing is updated in place, and a rollup never disagrees
@@ -31,7 +35,11 @@ CREATE TABLE IF NOT EXISTS minute_tokens (
 CREATE TABLE IF NOT EXISTS month_lengths (
     month DATE NOT NULL, side VARCHAR NOT NULL, name VARCHAR NOT NULL, prompt_tokens BIGINT NOT NULL,
     requests BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS month_percentiles (
+    month DATE NOT NULL, side VARCHAR NOT NULL, name VARCHAR NOT NULL, percentile INTEGER NOT NULL,
+    prompt_tokens BIGINT NOT NULL);
 """
+PERCENTILES = (50, 95, 99)
 
 # the aggregates of daily_usage over records, and of a coarser grouping over daily_usage rows
 USAGE_FROM_RECORDS = (
@@ -71,3 +79,14 @@ def rebuild(con: duckdb.DuckDBPyConnection, days: str) -> None:
             "prompt_tokens, CAST(sum(requests) AS BIGINT) FROM daily_lengths "
             f"WHERE CAST(date_trunc('month', day) AS DATE) IN {months} GROUP BY ALL"
         )
+    con.execute(f"DELETE FROM month_percentiles WHERE month IN {months}")
+    values = ", ".join(f"({p})" for p in PERCENTILES)
+    # nearest rank: the first length whose running count reaches ceil(p x n / 100), i.e. count x 100 >= p x n
+    con.execute(
+        "INSERT INTO month_percentiles WITH c AS (SELECT month, side, name, prompt_tokens, "
+        "sum(requests) OVER (PARTITION BY month, side, name ORDER BY prompt_tokens) AS running, "
+        "sum(requests) OVER (PARTITION BY month, side, name) AS n "
+        f"FROM month_lengths WHERE month IN {months}) "
+        f"SELECT month, side, name, p, min(prompt_tokens) FROM c, (VALUES {values}) v(p) "
+        "WHERE running * 100 >= p * n GROUP BY ALL"
+    )

@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -174,8 +175,10 @@ class LedgerStore:
         if path is not None and not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        # an in-memory store spills to a folder of its own (DuckDB's default would be ./.tmp)
+        self._spill = tempfile.TemporaryDirectory(prefix="fabric-ledger-") if path is None and not temp_dir else None
         self.con = _connect(path, read_only, wait_s)
-        configure(self.con, memory_limit, temp_dir)
+        configure(self.con, memory_limit, Path(self._spill.name) if self._spill else temp_dir)
         if read_only:
             self._check_version()
         else:
@@ -198,6 +201,8 @@ class LedgerStore:
 
     def close(self) -> None:
         self.con.close()
+        if self._spill is not None:
+            self._spill.cleanup()
 
     def __enter__(self) -> LedgerStore:
         return self
