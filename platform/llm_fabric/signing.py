@@ -31,8 +31,16 @@ PUBLIC_KEY_FILE = "enrollment.pub"
 KEY_ENV = "FABRIC_ENROLLMENT_KEY"
 
 
+# Fields added to the manifest after manifests were first signed: left out of the canonical content
+# while empty, so manifests signed before they existed still verify; signed like any field once set.
+ADDED_WHEN_EMPTY = (("host", "rdma"),)
+
+
 def canonical_bytes(manifest: NodeManifest) -> bytes:
     content = manifest.model_dump(mode="json", exclude={"signature"})
+    for section, key in ADDED_WHEN_EMPTY:
+        if not content.get(section, {}).get(key, True):
+            del content[section][key]
     return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

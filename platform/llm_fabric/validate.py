@@ -11,6 +11,7 @@ from pathlib import Path
 
 from llm_fabric.engine.site_checks import site_checks as engine_checks
 from llm_fabric.enrollment.signature_checks import site_checks as signature_checks
+from llm_fabric.gateway.site_checks import site_checks as gateway_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.site.loader import collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
@@ -18,7 +19,7 @@ from llm_fabric.site.validation import SiteCheck, ValidationReport
 
 def site_checks() -> list[SiteCheck]:
     """Every check beyond the loader's own; a feature that adds one adds its module's list here."""
-    return [*engine_checks, *policy_checks, *signature_checks]
+    return [*engine_checks, *policy_checks, *signature_checks, *gateway_checks]
 
 
 def validate_site(root: Path) -> ValidationReport:

@@ -347,3 +347,33 @@ def test_exporter_serves_the_month_to_date_from_the_store(
     assert f'fabric_month_tokens{{kind="input",model="qwen3-5"}} {float(qwen)}' in text
     assert 'fabric_month_requests{model="glm-5-1"} 20.0' in text
     assert "fabric_exporter_refresh_ok 1.0" in text
+
+
+def test_the_gateway_meters_records_ingest_as_they_are(tmp_path: Path) -> None:
+    """Written by the real meter (issue 15's gateway), extra columns and 429 rejections included."""
+    from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+
+    path = tmp_path / "meter.jsonl"
+    meter = Meter(path)
+    start = NOV.start.timestamp()
+    for i in range(6):
+        meter.write(
+            MeterRecord(
+                ts=utc_timestamp(start + 60 * i),
+                model="qwen3-5",
+                tenant="muni-researchers",
+                status="429" if i % 3 == 0 else "200",
+                request_id=f"gw-{i}",
+                prompt_tokens=0 if i % 3 == 0 else 100 * i,
+                completion_tokens=0 if i % 3 == 0 else i,
+                site="brno",
+                data_class="public",
+                prompt="not stored by the ledger",
+            )
+        )
+    with LedgerStore(None) as store:
+        assert (store.ingest([path]).added, store.ingest([path]).added) == (6, 0)
+        usage = from_rollups(store.con, NOV)
+        assert store.con.execute("SELECT DISTINCT site FROM records").fetchall() == [("brno",)]
+    qwen = usage.by_model["qwen3-5"].tokens
+    assert (qwen.requests, qwen.failed, qwen.input, qwen.output) == (6, 2, 1200, 12)

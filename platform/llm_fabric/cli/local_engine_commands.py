@@ -1,16 +1,18 @@
-"""`fabric engine tiny-model`, `run --local`, `burst`, `check-args`: a real vLLM on this machine."""
+"""`fabric engine tiny-model`, `run --local`, `burst`, `check-args`: a real vLLM on this machine, and
+SGLang's argument parser read from its pinned wheel."""
 
 from __future__ import annotations
 
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
+from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.engine.local.traffic import nearest_rank, plan_burst, send_burst, write_records
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -87,21 +89,26 @@ def run_command(
     engine = start_engine(model, folder, engine_args=args, env=cpu_stand_in_env(command.env), port=port)
     console.print(f"vLLM pid {engine.pid} on {engine.base_url}; log {engine.log_path}")
     console.print("args: " + " ".join(args), markup=False)
-    # SIGTERM (a script stopping us) must stop vLLM too, during start-up as well: it runs in its own session
+    serve_until_stopped(engine, timeout, once=(lambda: _smoke(engine.base_url, recipe.id)) if smoke else None)
+
+
+def serve_until_stopped(server: LocalEngine, timeout: float, once: Callable[[], None] | None = None) -> None:
+    """Wait for health, then `once()` and stop, or serve until Ctrl-C/SIGTERM; the server is stopped either way."""
+    # SIGTERM (a script stopping us) must stop the server too, during start-up as well: it runs in its own session
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        seconds = engine.wait_healthy(timeout)
-        console.print(f"[green]healthy[/] after {seconds:.0f} s")
-        if smoke:
-            _smoke(engine.base_url, recipe.id)
+        seconds = server.wait_healthy(timeout)
+        console.print(f"[green]healthy[/] after {seconds:.0f} s: {server.base_url}")
+        if once is not None:
+            once()
             return
-        while engine.alive():
+        while server.alive():
             time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:
-        status = engine.stop()
-        console.print(f"stopped vLLM (pid {engine.pid}, exit {status})")
+        status = server.stop()
+        console.print(f"stopped {server.label} (pid {server.pid}, exit {status})")
 
 
 def _smoke(base_url: str, model: str) -> None:
@@ -199,20 +206,36 @@ def burst_command(
 
 
 @engine_group.command("check-args")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default="vllm",
+    show_default=True,
+    help="vLLM: the installed vLLM's parser; sglang: the pinned SGLang wheel's parser (`make engine` fetches it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every verdict as JSON.")
-def check_args_command(as_json: bool) -> int:
-    """Check every recipe's engine args on every GPU that can run it with the installed vLLM's parser.
+def check_args_command(engine: str, as_json: bool) -> int:
+    """Check every recipe's engine args on every GPU that can run it with the engine's own parser.
 
     Exit 0 when all pass, 2 when any fails.
 
     \b
-    Example:
+    Examples:
       fabric engine check-args
+      fabric engine check-args --engine sglang
     """
+    from llm_fabric.engine.sglang_args import SGLANG_VERSION
+    from llm_fabric.engine.sglang_check import check_with_sglang, sglang_cases
     from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
 
-    cases, refused = recipe_cases()
-    verdicts = check_with_vllm(cases)
+    if engine == "sglang":
+        cases, refused = sglang_cases()
+        verdicts = check_with_sglang(cases)
+        parser = f"SGLang {SGLANG_VERSION}'s parser"
+    else:
+        cases, refused = recipe_cases()
+        verdicts = check_with_vllm(cases)
+        parser = "vLLM's parser"
     failing = [v for v in verdicts if not v.ok]
     if as_json:
         print_json(
@@ -226,7 +249,7 @@ def check_args_command(as_json: bool) -> int:
         for verdict in failing:
             console.print(f"[red]fail[/] {verdict.label}: " + "; ".join(verdict.problems))
         console.print(
-            f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass vLLM's parser "
+            f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass {parser} "
             f"({len(refused)} combinations refused by the kernel matrix, not generated)"
         )
     return 2 if failing else 0

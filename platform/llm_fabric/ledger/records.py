@@ -54,6 +54,7 @@ COLUMNS = (
 )
 # columns a file must have (a record may still hold null in the token columns, see above)
 REQUIRED = ("ts", "model", "tenant", "prompt_tokens", "completion_tokens", "status")
+OPTIONAL = tuple(c for c in COLUMNS if c not in REQUIRED)
 CONTENT_KEY = tuple(c for c in COLUMNS if c != "request_id")
 MAX_TOKENS = 1 << 31
 MAX_TTFT_MS = 4_000_000
