@@ -135,7 +135,8 @@ def environment(root: Path) -> dict[str, str]:
 
 
 def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Command, str, int]]:
-    script = ["set +e", setup, f'echo "{_SETUP_DONE}"']
+    # a set-up that fails stops the block: its commands would fail for the wrong reason
+    script = ["set +e", f"{{ {setup or ':'}\n}} || exit 97", f'echo "{_SETUP_DONE}"']
     for number, command in enumerate(commands):
         script += [command.line, f'__rc=$?; echo "{_RC} {number} $__rc"; (exit $__rc)']
     proc = subprocess.run(
@@ -144,6 +145,8 @@ def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Com
     )  # fmt: skip
     results = []
     setup_output, _, transcript = proc.stdout.partition(f"{_SETUP_DONE}\n")
+    if proc.returncode == 97 and _SETUP_DONE not in proc.stdout:
+        raise AssertionError(f"the block's set-up failed:\n{proc.stdout}")
     if setup and proc.stdout.count(_RC) < len(commands):
         raise AssertionError(f"the block's set-up or commands stopped the shell:\n{setup_output}")
     chunks = re.split(rf"^{_RC} (\d+) (\d+)$\n?", transcript, flags=re.M)

@@ -61,7 +61,7 @@ def test_signature_hint_names_a_command_that_works_for_the_node(site_repo: Path,
         == 0
     )
     edit(site_repo / "nodes" / "box.yaml", "tier: full", "tier: limited")
-    edit(site_repo / "nodes" / "dgx-b300-01.yaml", "count: 8", "count: 9")
+    edit(site_repo / "nodes" / "dgx-b300-01.yaml", "enrolled_at: 2026-", "enrolled_at: 2025-")
     hints = {Path(str(v["file"])).stem: str(v["hint"]) for v in validate(site_repo)["violations"]}
     # an enrolled node: `fabric nodes sign` refuses it, so the hint is re-enrolling
     assert "fabric enroll HOST" in hints["box"] and "--name box" in hints["box"]
