@@ -255,6 +255,37 @@ def record_usage(
         return usage_of(store.con, inputs.month), RecordOrigin([], inputs.store)
 
 
+def unknown_in_records(site: SiteRepo, records: RecordUsage | None) -> dict[str, list[dict[str, Any]]]:
+    """Models and tenants the records name but the site repo does not know, with what they used.
+
+    A gateway of another configuration, a deleted deployment or a typo in an export: their usage is
+    in the tables (the tokens were served), and listed here and in the data gaps, never booked silently.
+    """
+    if records is None:
+        return {"models": [], "tenants": []}
+    models = {n: f for n, f in records.by_model.items() if n not in site.deployments}
+    tenants = {n: f for n, f in records.by_tenant.items() if n not in site.tenants}
+    return {
+        "models": [{"name": n, **_token_row(f.tokens)} for n, f in sorted(models.items())],
+        "tenants": [{"name": n, **_token_row(f.tokens)} for n, f in sorted(tenants.items())],
+    }
+
+
+def _unknown_gaps(unknown: dict[str, list[dict[str, Any]]]) -> list[str]:
+    gaps = []
+    for kind, what in (("models", "a model (deployment)"), ("tenants", "a tenant")):
+        rows = unknown[kind]
+        if rows:
+            total = sum(int(r["requests"]) for r in rows)
+            listed = ", ".join(f"`{r['name']}` ({r['requests']:,})" for r in rows[:10])
+            gaps.append(
+                f"request records: {total:,} record(s) name {what} the site repo does not know: {listed}; "
+                "counted in the usage tables, listed under unknown_in_records"
+                + ("; no reference price applies to them" if kind == "models" else "")
+            )
+    return gaps
+
+
 def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every figure of the month's report (see docs/ledger.md for each key)."""
     config = _ledger_config(site)
@@ -284,6 +315,7 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     total = Tokens()
     for fig in models.values():
         total.add(fig.tokens)
+    unknown = unknown_in_records(site, records)
     return {
         "federation": site.config.federation.display_name,
         "month": str(month),
@@ -315,5 +347,6 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
         "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
         "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
         "drift_warning_pct": float(config.drift_warning_pct),
-        "data_gaps": data_gaps(month, now, records, engine, origin),
+        "unknown_in_records": unknown,
+        "data_gaps": data_gaps(month, now, records, engine, origin) + _unknown_gaps(unknown),
     }
