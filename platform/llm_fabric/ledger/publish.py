@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.ledger.manifest import MANIFEST, write_manifest
+from llm_fabric.ledger.month_report import MonthReport
 from llm_fabric.ledger.render import render_csvs, render_html, render_json, render_markdown
 
 
-def write_report(out: Path, report: dict[str, Any], key: Ed25519PrivateKey | None) -> list[str]:
+def write_report(out: Path, report: MonthReport, key: Ed25519PrivateKey | None) -> list[str]:
     """Every file of the report under `out` (files of an earlier run that we would not write are removed)."""
     files = {
         "report.md": render_markdown(report),
