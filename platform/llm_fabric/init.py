@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,13 @@ def examples() -> list[str]:
 
 
 def init_site(root: Path, example: str | None = None, key_path: Path | None = None) -> InitResult:
+    """Build the repo in a hidden sibling folder, commit it there, and only then rename it into place.
+
+    A run killed at any moment leaves either no DIRECTORY or a complete, committed one; the hidden
+    folder it leaves is removed by the next run.
+    """
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise UsageError(f"{root} exists and is not a folder", hint="choose a new folder for the site repo")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} exists and is not empty", hint="choose a new folder for the site repo")
     if example is not None and example not in examples():
@@ -60,14 +68,16 @@ def init_site(root: Path, example: str | None = None, key_path: Path | None = No
             shutil.copytree(data_path("examples", example), staging)
         else:
             staging.mkdir(parents=True)
-            (staging / "fabric.yaml").write_text(SKELETON_FABRIC.format(name=root.name.lower() or "fabric"))
+            (staging / "fabric.yaml").write_text(SKELETON_FABRIC.format(name=_federation_name(root)))
             for folder in ("nodes", "tenants", "deployments", "policies"):
                 (staging / folder).mkdir()
                 (staging / folder / ".gitkeep").touch()
         key = _sign_declared_nodes(staging, key_path or default_private_key_path(root))
         export_schemas(staging / SCHEMA_DIR)
         files = _add_modelines(staging)
-        # the site repo appears complete or not at all
+        gitrepo.init_repo(staging)
+        commit = gitrepo.commit_paths(staging, [Path(".")], f"fabric init{f' --example {example}' if example else ''}")
+        # the site repo appears complete and committed, or not at all
         root.parent.mkdir(parents=True, exist_ok=True)
         if root.exists():
             root.rmdir()
@@ -75,10 +85,14 @@ def init_site(root: Path, example: str | None = None, key_path: Path | None = No
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    gitrepo.init_repo(root)
-    commit = gitrepo.commit_paths(root, [Path(".")], f"fabric init{f' --example {example}' if example else ''}")
     files = [root / f.relative_to(staging) for f in files]
     return InitResult(root=root, example=example, files=files, commit=commit, key=key)
+
+
+def _federation_name(root: Path) -> str:
+    """The folder's name as a DNS label (the skeleton must validate), or `fabric`."""
+    label = re.sub(r"[^a-z0-9-]+", "-", root.resolve().name.lower()).strip("-")[:63].strip("-")
+    return label or "fabric"
 
 
 def _sign_declared_nodes(staging: Path, key_path: Path) -> KeyPair | None:

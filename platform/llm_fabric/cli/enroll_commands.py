@@ -228,6 +228,31 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
     )
 
 
+@keys_group.command("add")
+@click.argument("public_key", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@site_repo
+@key_option
+@click.option("--name", metavar="NAME", help="File name in keys/ (default: PUBLIC_KEY's name).")
+def keys_add_command(public_key: Path, site_repo: Path, key_path: Path | None, name: str | None) -> None:
+    """Add a federation key, endorsed by a key the site repo already trusts (key rotation).
+
+    Writes keys/NAME.pub and keys/NAME.pub.endorsement and commits them. `fabric validate --base` and
+    `fabric plan --base` accept a new key only with such an endorsement by a key of the base revision.
+
+    \b
+    Example:
+      fabric keys add ./operator-2027.pub --site-repo ./site --key ./site.enrollment.key
+    """
+    from llm_fabric.signing import default_private_key_path, load_private_key
+    from llm_fabric.trust import add_key
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    added = add_key(site_repo, public_key, private, name)
+    console.print(
+        f"key {added.key_id}: {added.path}, endorsed by {added.signer} (commit {added.commit or '-'})", markup=False
+    )
+
+
 @click.group("nodes")
 def nodes_group() -> None:
     """Registered nodes: list, show, verify signatures, retire, sign.

@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from llm_fabric.cli.options import site_repo_option
-from llm_fabric.cli.output import console
+from llm_fabric.cli.output import console, err_console
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY
 
 if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is made
@@ -66,13 +66,18 @@ def plan_command(
     from llm_fabric.plan.planning import plan_site
     from llm_fabric.plan.report import markdown
     from llm_fabric.plan.revision import checkout_revision
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.trust import load_trusted_site, trust_root
 
-    site = load_site(site_repo)
+    # with --base the nodes are judged by the base revision's keys: a change cannot vouch for itself
+    trust = trust_root(site_repo, base_rev)
+    for change in trust.changes:
+        err_console.print(f"key change: {change.describe()}", markup=False)
+    trust.require_accepted()
+    site = load_trusted_site(site_repo, trust.keys)
     diff = None
     if base_rev is not None:
         with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
-            base_site = load_site(checkout_revision(site_repo, base_rev, Path(tmp)))
+            base_site = load_trusted_site(checkout_revision(site_repo, base_rev, Path(tmp)), trust.base_keys)
             base_plan = plan_site(base_site, time_limit_s=time_limit)
         plan = plan_site(site, base_plan, time_limit_s=time_limit)
         diff = diff_plans(base_plan, plan, base_rev)

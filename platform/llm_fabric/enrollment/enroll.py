@@ -12,12 +12,13 @@ from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.facts import FactsBundle, ProgressCallback, gather, load_bundle
 from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
 from llm_fabric.enrollment.registry import Registration, register
-from llm_fabric.errors import ConfigError, UsageError
+from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.playbook_runner import Connection, Target
 from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.loader import SiteRepo, collect_site
 from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
+from llm_fabric.site.paths import check_name
 
 
 @dataclass
@@ -78,7 +79,7 @@ def gather_one(request: EnrollRequest, progress: ProgressCallback | None = None)
 def node_name(request: EnrollRequest, inventory: Inventory) -> str:
     """--name, else the machine's own short hostname as a DNS label."""
     if request.name:
-        return request.name
+        return check_name(request.name, "--name")
     raw = (inventory.host.hostname or request.host).split(".")[0].lower()
     label = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-")[:63].strip("-")
     if not label:
@@ -98,10 +99,21 @@ def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> 
     if not verdict.admitted:
         return EnrollResult(name, verdict, inventory, None, None)
     manifest = build_manifest(name, request, site, inventory, verdict)
+    _require_gpu_identity(manifest)
     if private is None:
         return EnrollResult(name, verdict, inventory, manifest, None)
     registration = register(request.site_root, manifest, private)
     return EnrollResult(name, verdict, inventory, manifest, registration)
+
+
+def _require_gpu_identity(manifest: NodeManifest) -> None:
+    problems = manifest.gpus.identity_problems()
+    if problems:
+        raise PolicyRefusal(
+            f"refused: the GPUs of `{manifest.name}` cannot be told apart from other machines' GPUs",
+            problems=[Problem(p) for p in problems],
+            hint="the driver must report each GPU's UUID (nvidia-smi -L); nothing was written",
+        )
 
 
 def _label(value: str) -> str:

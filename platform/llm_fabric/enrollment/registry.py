@@ -19,7 +19,9 @@ from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_docu
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
+from llm_fabric.site.loader import RETIRED
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.paths import check_name, repo_path
 from llm_fabric.site.schemas import modeline
 
 NODES = "nodes"
@@ -28,7 +30,13 @@ _VOLATILE = ("enrolled_at", "signature", "checks")
 
 
 def node_path(root: Path, name: str) -> Path:
-    return root / NODES / f"{name}.yaml"
+    """nodes/NAME.yaml; a NAME that is no DNS label, or a nodes/ that leads out of the repo, is a UsageError."""
+    return repo_path(root, NODES, f"{check_name(name, 'node name')}.yaml")
+
+
+def retirement_path(root: Path, name: str) -> Path:
+    """retired/NAME.yaml, the record `fabric nodes retire` leaves (llm_fabric.site.models.RetirementRecord)."""
+    return repo_path(root, RETIRED, f"{check_name(name, 'node name')}.yaml")
 
 
 def manifest_text(manifest: NodeManifest) -> str:

@@ -1,40 +1,27 @@
-"""`fabric validate`: every node manifest must carry a valid signature by a key in keys/.
+"""`fabric validate`: every node manifest must be trusted (llm_fabric.trust.untrusted_nodes).
 
-Unsigned or altered manifests are policy violations (exit 3): a federation cannot place
-workloads on hardware claims that nobody with the enrollment key vouched for.
+Unsigned or altered manifests, keys outside keys/ and replays of a retired node's old manifest are
+policy violations (exit 3): a federation cannot place workloads on hardware claims that nobody with
+the enrollment key vouched for. With `validate --base`, the keys are the base revision's.
 """
 
 from __future__ import annotations
 
 from llm_fabric.errors import UsageError
-from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.validation import Finding, SiteCheck
+from llm_fabric.trust import Keys, untrusted_nodes
 
 
-def check_node_signatures(site: SiteRepo) -> list[Finding]:
+def check_node_signatures(site: SiteRepo, keys: Keys | None = None) -> list[Finding]:
+    """Findings for untrusted nodes under `keys` (default: the repo's own keys/)."""
     if not site.nodes:
         return []
     try:
-        keys = load_public_keys(site.root)
+        problems = untrusted_nodes(site, keys)
     except UsageError as exc:
-        return [Finding("config", site.problem(site.root / "keys", (), exc.message))]
-    findings = []
-    for name, node in sorted(site.nodes.items()):
-        problem = verify_manifest(node, keys)
-        if problem is None:
-            continue
-        hint = (
-            "re-enroll the machine with `fabric enroll`, or have an operator sign it: `fabric nodes sign "
-            f"{name} --site-repo {site.root}`"
-        )
-        if not keys:
-            hint = "no keys/*.pub in the site repo: run `fabric keys init --site-repo DIR`, then sign the nodes"
-        loc = ("signature",) if node.signature is not None else ("name",)
-        findings.append(
-            Finding("policy", site.problem(site.path_of("nodes", name), loc, f"node `{name}`: {problem}", hint))
-        )
-    return findings
+        return [Finding("config", site.problem(site.root / "keys", (), exc.message, exc.hint))]
+    return [Finding("policy", p) for p in problems]
 
 
-site_checks: list[SiteCheck] = [check_node_signatures]
+site_checks: list[SiteCheck] = [check_node_signatures]  # run by validate with its trust root

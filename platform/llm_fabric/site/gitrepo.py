@@ -75,6 +75,21 @@ def commit_paths(root: Path, paths: Sequence[Path], message: str) -> str | None:
         return git(root, "rev-parse", "HEAD").strip()
 
 
+@contextmanager
+def rolled_back_on_error(root: Path, paths: Sequence[Path]) -> Iterator[None]:
+    """Run the with-block; if it raises, put `paths` back as HEAD has them (deleting those HEAD lacks)."""
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            rel = str(path.relative_to(root) if path.is_absolute() else path)
+            if git(root, "ls-files", "--", rel, check=False).strip():
+                git(root, "checkout", "HEAD", "--", rel, check=False)
+            else:
+                (root / rel).unlink(missing_ok=True)
+        raise
+
+
 def show_file(root: Path, rev: str, path: str) -> str | None:
     """Content of `path` at `rev`, or None when it did not exist there."""
     proc = subprocess.run(
