@@ -37,9 +37,9 @@ from llm_fabric.signing import (
     verify_manifest,
 )
 from llm_fabric.site import gitrepo
-from llm_fabric.site.loader import RETIRED, SiteRepo, load_site
+from llm_fabric.site.loader import SiteRepo, load_site
 from llm_fabric.site.models import NodeManifest
-from llm_fabric.site.paths import check_name, repo_path
+from llm_fabric.site.paths import RETIRED, check_name, repo_path
 
 Keys = Mapping[str, Ed25519PublicKey]
 

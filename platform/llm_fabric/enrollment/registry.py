@@ -19,9 +19,8 @@ from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_docu
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
-from llm_fabric.site.loader import RETIRED
 from llm_fabric.site.models import NodeManifest
-from llm_fabric.site.paths import check_name, repo_path
+from llm_fabric.site.paths import RETIRED, check_name, repo_path
 from llm_fabric.site.schemas import modeline
 
 NODES = "nodes"

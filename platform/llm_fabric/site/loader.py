@@ -26,13 +26,12 @@ from llm_fabric.site.models import (
     RetirementRecord,
     Tenant,
 )
-from llm_fabric.site.paths import unsafe_entry
+from llm_fabric.site.paths import RETIRED, unsafe_entry
 
 M = TypeVar("M", bound=BaseModel)
 
 FABRIC_FILE = "fabric.yaml"
 LEDGER_FILE = "ledger.yaml"
-RETIRED = "retired"
 COLLECTIONS = ("nodes", "tenants", "deployments", "policies")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from llm_fabric.errors import Problem, UsageError
 from llm_fabric.site.models import NAME_PATTERN
 
+RETIRED = "retired"  # the folder of retirement records (llm_fabric.site.models.RetirementRecord)
 _NAME = re.compile(NAME_PATTERN)
 NAME_HINT = "a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, 63 at most"
 
