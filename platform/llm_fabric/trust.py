@@ -13,7 +13,6 @@ signing, or a replay of a manifest from before its retirement is refused (exit 3
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -263,6 +262,11 @@ def load_trusted_site(root: Path, keys: Keys | None = None) -> SiteRepo:
     return site
 
 
+def _refuse_existing(path: Path, *, tracked: bool) -> None:
+    if path.exists() and tracked:
+        raise UsageError(f"{path} exists", hint="choose another name with --name")
+
+
 @dataclass(frozen=True)
 class AddedKey:
     path: Path
@@ -284,17 +288,19 @@ def add_key(root: Path, public_file: Path, signer: Ed25519PrivateKey, name: str 
         )
     stem = check_name(name or public_file.name.removesuffix(".pub").lower(), "key name")
     path = repo_path(root, KEYS_DIR, f"{stem}.pub")
-    if path.exists():
-        raise UsageError(f"{path} exists", hint="choose another name with --name")
     endorsement = path.with_name(path.name + ENDORSEMENT_SUFFIX)
     pem = new.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    paths = [path, endorsement]
-    with gitrepo.rolled_back_on_error(root, paths) if gitrepo.is_repo(root) else nullcontext():
+    if not gitrepo.is_repo(root):
+        _refuse_existing(path, tracked=True)
         write_atomic(path, pem)
         write_atomic(endorsement, endorse_key(new, signer))
-        commit = (
-            gitrepo.commit_paths(root, paths, f"add key {key_id(new)}, endorsed by {signer_id}")
-            if gitrepo.is_repo(root)
-            else None
-        )
+        return AddedKey(path, endorsement, key_id(new), signer_id, None)
+    paths = [path, endorsement]
+    with gitrepo.write_lock(root, (KEYS_DIR,)):
+        # an uncommitted file of that name is what a killed `keys add` left: this run completes it
+        _refuse_existing(path, tracked=bool(gitrepo.git(root, "ls-files", "--", str(path.relative_to(root))).strip()))
+        with gitrepo.rolled_back_on_error(root, paths):
+            write_atomic(path, pem)
+            write_atomic(endorsement, endorse_key(new, signer))
+            commit = gitrepo.commit_paths(root, paths, f"add key {key_id(new)}, endorsed by {signer_id}")
     return AddedKey(path, endorsement, key_id(new), signer_id, commit)

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_document
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
-from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.signing import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.paths import RETIRED, check_name, repo_path
@@ -51,7 +51,7 @@ def manifest_text(manifest: NodeManifest) -> str:
 def registry_lock(root: Path) -> Iterator[None]:
     if not gitrepo.is_repo(root):
         raise UsageError(f"{root} is not a git site repo", hint="create one with `fabric init DIR`")
-    with gitrepo.file_lock(root / ".git" / "fabric-enroll.lock"):
+    with gitrepo.write_lock(root, (NODES, RETIRED, KEYS_DIR)):
         yield
 
 

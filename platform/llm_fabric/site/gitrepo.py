@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from llm_fabric.atomicio import remove_temp_files
 from llm_fabric.errors import UsageError
 
 _IDENTITY = {
@@ -58,6 +59,19 @@ def file_lock(lock_path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def write_lock(root: Path, folders: Sequence[str]) -> Iterator[None]:
+    """The lock every command that writes node manifests, retirement records or keys holds (`.git/fabric-enroll.lock`).
+
+    All writes into `folders` happen under it, so a temporary file found there on entry was left by a
+    killed run: it is removed (a re-run completes, and `git add` never picks the leftover up).
+    """
+    with file_lock(root / ".git" / "fabric-enroll.lock"):
+        for folder in folders:
+            remove_temp_files(root / folder)
+        yield
 
 
 def repo_lock(root: Path) -> AbstractContextManager[None]:
