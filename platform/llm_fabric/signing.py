@@ -61,7 +61,7 @@ def verify_manifest(manifest: NodeManifest, public_keys: dict[str, Ed25519Public
     public = public_keys.get(sig.key_id)
     if public is None:
         known = ", ".join(sorted(public_keys)) or "none"
-        return f"signed by key {sig.key_id}, which is not in keys/ (known: {known})"
+        return f"signed by key {sig.key_id}, which is not a trusted key (trusted: {known})"
     try:
         public.verify(base64.b64decode(sig.value, validate=True), canonical_bytes(manifest))
     except (InvalidSignature, ValueError):
