@@ -103,6 +103,27 @@ def plan_case(site: Path, rng: random.Random, hang_after: int, work: Path) -> li
     ]
 
 
+RECORD_VALUES = [-1, 0, 2**63, 2**64, 1.5, "12", None, "x[/y]", float("inf"), "2025-02-30T00:00:00Z", "", True]
+
+
+def records_case(site: Path, rng: random.Random, hang_after: int, work: Path) -> list[int | str]:
+    """A JSONL request log with fields replaced (negative, huge, wrong types, cached above prompt, bad times)."""
+    rows = [
+        {"ts": f"2026-10-0{1 + i % 9}T00:00:00Z", "model": "qwen3-5", "tenant": "muni-researchers",
+         "prompt_tokens": 100 + i, "completion_tokens": 10, "cached_prompt_tokens": 50, "ttft_ms": 300.0,
+         "status": "ok"}
+        for i in range(20)
+    ]  # fmt: skip
+    for _ in range(rng.randint(1, 3)):
+        row = rng.choice(rows)
+        field = rng.choice(sorted(row))
+        row[field] = rng.choice([*RECORD_VALUES, row["prompt_tokens"] + 1 if field == "cached_prompt_tokens" else -5])
+    (work / "records.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    shutil.rmtree(work / "report", ignore_errors=True)
+    argv = ["report", "-C", str(site), "--month", "2026-10", "--requests", str(work / "records.jsonl")]
+    return [_run([*argv, "--out", str(work / "report")], hang_after)]
+
+
 def main_campaign() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=500, help="cases per surface")
@@ -119,6 +140,7 @@ def main_campaign() -> None:
             "site": lambda: site_case(site, rng, args.hang_after),
             "facts": lambda: facts_case(site, rng, args.hang_after, work),
             "plan": lambda: plan_case(site, rng, args.hang_after, work),
+            "records": lambda: records_case(site, rng, args.hang_after, work),
         }
         for name in args.surfaces.split(","):
             counts: Counter[str] = Counter()
