@@ -37,15 +37,22 @@ def _alarm(_signum: int, _frame: FrameType | None) -> None:
     raise Hang
 
 
+FAILURES: list[dict[str, str]] = []
+
+
 def _run(argv: list[str], hang_after: int) -> int | str:
     signal.alarm(hang_after)
+    err = io.StringIO()
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            return main(argv)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code: int | str = main(["--debug", *argv])
     except Hang:
-        return "hang"
+        code = "hang"
     finally:
         signal.alarm(0)
+    if code in (1, "hang"):
+        FAILURES.append({"argv": " ".join(argv), "code": str(code), "stderr": err.getvalue()[-3000:]})
+    return code
 
 
 def _edit(rng: random.Random) -> tuple[int, str, str]:
@@ -70,6 +77,8 @@ def site_case(site: Path, rng: random.Random, hang_after: int) -> list[int | str
     try:
         path.write_bytes(data)
         codes = [_run(["validate", "-C", str(site)], hang_after)]
+        if FAILURES and "file" not in FAILURES[-1]:
+            FAILURES[-1]["file"] = f"{path.name}: {data!r}"
         if codes[0] == 0:
             codes.append(_run(["plan", "-C", str(site), "--time-limit", "2"], hang_after))
         return codes
