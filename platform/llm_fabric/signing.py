@@ -38,8 +38,16 @@ _ENDORSEMENT_CONTEXT = b"llm-fabric key endorsement v1\n"
 _MAX_KEY_FILE = 64 * 1024
 
 
+# Fields added to the manifest after manifests were first signed: left out of the canonical content
+# while empty, so manifests signed before they existed still verify; signed like any field once set.
+ADDED_WHEN_EMPTY = (("host", "rdma"),)
+
+
 def canonical_bytes(manifest: NodeManifest) -> bytes:
     content = manifest.model_dump(mode="json", exclude={"signature"})
+    for section, key in ADDED_WHEN_EMPTY:
+        if not content.get(section, {}).get(key, True):
+            del content[section][key]
     return json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

@@ -1,4 +1,5 @@
-"""The observability rules through the real promtool: they load, and every alert fires on the series it is for."""
+"""The observability rules through the real promtool: they load, every alert fires on the series it is for,
+for vLLM's series and for SGLang's, and the recording rules give one `fabric:*` figure over both engines."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ CASES: dict[str, tuple[list[dict[str, str]], str, dict[str, Any]]] = {
             "FabricEngineDown",
             {"job": "engines"} | REPLICA_LABELS,
             "critical",
-            "vLLM replica glm-5-1/glm-5-1-0 on dgx-b300-01 is not scraped",
+            "engine replica glm-5-1/glm-5-1-0 on dgx-b300-01 is not scraped",
             "kubectl describe pod -l fabric.llm/replica=glm-5-1-0; a GPU fault shows as Xid errors",
         ),
     ),
@@ -127,6 +128,33 @@ CASES: dict[str, tuple[list[dict[str, str]], str, dict[str, Any]]] = {
 }
 
 
+# the same alerts on an SGLang replica: its own series names (sglang:*), the same labels from the PodMonitor
+SGLANG_CASES: dict[str, tuple[list[dict[str, str]], str, dict[str, Any]]] = {
+    "FabricQueueDepthHigh": (
+        [{"series": f'sglang:num_queue_reqs{{model_name="glm-5-1", {REPLICA}}}', "values": "120x20"}],
+        *CASES["FabricQueueDepthHigh"][1:],
+    ),
+    "FabricKVCacheNearlyFull": (
+        [{"series": f'sglang:token_usage{{model_name="glm-5-1", {REPLICA}}}', "values": "0.95x20"}],
+        *CASES["FabricKVCacheNearlyFull"][1:],
+    ),
+    "FabricPrefixCacheHitRateDrop": (
+        [
+            {"series": f'sglang:prompt_tokens_total{{is_streaming="false", {REPLICA}}}', "values": "0+1000x480"},
+            {
+                "series": f'sglang:cached_tokens_total{{cache_source="device", {REPLICA}}}',
+                "values": "0+800x360 288200+200x120",
+            },
+        ],
+        *CASES["FabricPrefixCacheHitRateDrop"][1:],
+    ),
+    "FabricPreemptions": (
+        [{"series": f"sglang:num_retracted_requests_total{{{REPLICA}}}", "values": "0+3x30"}],
+        *CASES["FabricPreemptions"][1:],
+    ),
+}
+
+
 @pytest.fixture
 def rules_file(tmp_path: Path) -> Path:
     path = tmp_path / "rules.yaml"
@@ -142,16 +170,19 @@ def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_pass_promtool_check(rules_file: Path) -> None:
     result = _promtool("check", "rules", str(rules_file))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 16 rules found" in result.stdout
+    assert "SUCCESS: 18 rules found" in result.stdout
 
 
 def test_every_alert_has_a_firing_test() -> None:
     assert {r["alert"] for r in alert_rules(StackOptions(site_repo=data_path("examples")))} == set(CASES)
 
 
-@pytest.mark.parametrize("alert", sorted(CASES))
-def test_alert_fires(alert: str, rules_file: Path, tmp_path: Path) -> None:
-    series, at, expected = CASES[alert]
+ALL_CASES = {("vllm", a): c for a, c in CASES.items()} | {("sglang", a): c for a, c in SGLANG_CASES.items()}
+
+
+@pytest.mark.parametrize(("engine", "alert"), sorted(ALL_CASES))
+def test_alert_fires(engine: str, alert: str, rules_file: Path, tmp_path: Path) -> None:
+    series, at, expected = ALL_CASES[engine, alert]
     before = "1m"  # one minute in, nothing has fired yet
     spec = {
         "rule_files": [str(rules_file)],
@@ -182,3 +213,85 @@ def test_a_wrong_expectation_fails(rules_file: Path, tmp_path: Path) -> None:
     }
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(spec))
     assert _promtool("test", "rules", str(tmp_path / "t.yaml")).returncode == 1
+
+
+# Two deployments, one per engine, over 10 minutes at steady rates: every figure is what the engine's counters say.
+VLLM_R = 'deployment="kimi", replica="kimi-0", owner="cerit-sc", site="brno", node="dgx-b300-01"'
+SGLANG_R = 'deployment="glm", replica="glm-0", owner="ceitec", site="brno", node="h200-01"'
+RECORDING_SERIES = [
+    {"series": f"vllm:prompt_tokens_total{{{VLLM_R}}}", "values": "0+600x10"},
+    {"series": f"vllm:generation_tokens_total{{{VLLM_R}}}", "values": "0+120x10"},
+    {"series": f"vllm:request_success_total{{{VLLM_R}}}", "values": "0+6x10"},
+    {"series": f"vllm:prefix_cache_queries_total{{{VLLM_R}}}", "values": "0+600x10"},
+    {"series": f"vllm:prefix_cache_hits_total{{{VLLM_R}}}", "values": "0+300x10"},
+    {"series": f"vllm:num_requests_waiting{{{VLLM_R}}}", "values": "3x10"},
+    {"series": f"vllm:kv_cache_usage_perc{{{VLLM_R}}}", "values": "0.5x10"},
+    # SGLang splits its counters by is_streaming / cache_source; aborted requests are inside num_requests
+    {"series": f'sglang:prompt_tokens_total{{is_streaming="false", {SGLANG_R}}}', "values": "0+900x10"},
+    {"series": f'sglang:prompt_tokens_total{{is_streaming="true", {SGLANG_R}}}', "values": "0+300x10"},
+    {"series": f'sglang:generation_tokens_total{{is_streaming="false", {SGLANG_R}}}', "values": "0+240x10"},
+    {"series": f'sglang:cached_tokens_total{{cache_source="device", {SGLANG_R}}}', "values": "0+900x10"},
+    {"series": f'sglang:num_requests_total{{is_streaming="false", {SGLANG_R}}}', "values": "0+150x10"},
+    {"series": f"sglang:num_aborted_requests_total{{{SGLANG_R}}}", "values": "0+30x10"},
+    {"series": f"sglang:num_queue_reqs{{{SGLANG_R}}}", "values": "7x10"},
+    {"series": f"sglang:token_usage{{{SGLANG_R}}}", "values": "0.25x10"},
+]
+BY_DEP = {
+    "kimi": 'deployment="kimi", owner="cerit-sc", site="brno"',
+    "glm": 'deployment="glm", owner="ceitec", site="brno"',
+}
+
+
+def _sample(rule: str, labels: str, value: float) -> dict[str, Any]:
+    return {"labels": f"{rule}{{{labels}}}", "value": value}
+
+
+RECORDED: dict[str, list[dict[str, Any]]] = {
+    # per second over 5 minutes: vLLM 600/min, SGLang 900 + 300 per minute
+    "fabric:prompt_tokens:rate5m": [
+        _sample("fabric:prompt_tokens:rate5m", BY_DEP["glm"], 20),
+        _sample("fabric:prompt_tokens:rate5m", BY_DEP["kimi"], 10),
+    ],
+    "fabric:generation_tokens:rate5m": [
+        _sample("fabric:generation_tokens:rate5m", BY_DEP["glm"], 4),
+        _sample("fabric:generation_tokens:rate5m", BY_DEP["kimi"], 2),
+    ],
+    # vLLM: hits / queries; SGLang: cached tokens / prompt tokens
+    "fabric:prefix_cache_hit_ratio:rate30m": [
+        _sample("fabric:prefix_cache_hit_ratio:rate30m", BY_DEP["glm"], 0.75),
+        _sample("fabric:prefix_cache_hit_ratio:rate30m", BY_DEP["kimi"], 0.5),
+    ],
+    # SGLang: (150 - 30 aborted) per minute
+    "fabric:requests_succeeded:rate5m": [
+        _sample("fabric:requests_succeeded:rate5m", BY_DEP["glm"], 2),
+        _sample("fabric:requests_succeeded:rate5m", BY_DEP["kimi"], 0.1),
+    ],
+    "fabric:requests_waiting:sum": [
+        _sample("fabric:requests_waiting:sum", BY_DEP["glm"], 7),
+        _sample("fabric:requests_waiting:sum", BY_DEP["kimi"], 3),
+    ],
+    "fabric:kv_cache_usage:max": [
+        _sample("fabric:kv_cache_usage:max", SGLANG_R, 0.25),
+        _sample("fabric:kv_cache_usage:max", VLLM_R, 0.5),
+    ],
+}
+
+
+def test_recording_rules_read_both_engines(rules_file: Path, tmp_path: Path) -> None:
+    spec = {
+        "rule_files": [str(rules_file)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": RECORDING_SERIES,
+                "promql_expr_test": [
+                    {"expr": rule, "eval_time": "10m", "exp_samples": samples} for rule, samples in RECORDED.items()
+                ],
+            }
+        ],
+    }
+    test_file = tmp_path / "test.yaml"
+    test_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = _promtool("test", "rules", str(test_file))
+    assert result.returncode == 0, result.stdout + result.stderr

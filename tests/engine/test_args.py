@@ -157,3 +157,31 @@ def test_cli_capacity_of_a_site(site_repo: Path, capsys: pytest.CaptureFixture[s
     assert main(["capacity", "--site", str(site_repo)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "gpt-oss-120b" in x)
     assert "64 (KV 605)" in line
+
+
+def test_cli_capacity_json_speaks_ceiling_and_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["capacity", "--model", "deepseek-v3", "--gpu", "h100-sxm", "--count", "16", "--json"]
+    assert main([*base, "--input-tokens", "1000", "--output-tokens", "1000", "--users", "max"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["nodes"], data["gpus_per_node"], data["replica_gpus"]) == (2, 8, 16)
+    assert data["users"] == data["max_concurrency"] and data["users_max"]
+    figures = {"output_tokens_per_s_total", "output_tokens_per_s_per_user", "itl_ms", "ttft_ms"}
+    assert figures <= set(data["ceiling"]) and figures | {"error_band"} <= set(data["expected"])
+    assert data["expected"]["output_tokens_per_s_total"] < data["ceiling"]["output_tokens_per_s_total"]
+    assert {s["strategy"] for s in data["strategies"]} == {"tp", "dp-ep"} and data["strategy"] in ("tp", "dp-ep")
+    assert main([*base, "--gpus-per-node", "16", "--tp", "16", "--parallelism", "tp"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodes"] == 1
+    llama = ["capacity", "--model", "llama-3.3-70b", "--gpu", "h200", "--count", "8"]
+    assert (
+        main([*llama, "--input-tokens", "2000", "--output-tokens", "500", "--users", "400", "--itl-ms", "40", "--json"])
+        == 0
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert data["latency_target"] == {"itl_ms": 40.0, "ttft_ms": None}
+    assert data["concurrency_at_target"] and data["replicas_at_target"] >= data["replicas_needed"]
+    assert main([*llama, "--users", "max"]) == 0
+    out = capsys.readouterr().out
+    assert "ceiling: output tok/s total" in out and "expected: output tok/s total" in out and "error band" in out
+    assert main([*llama, "--parallelism", "dp-ep"]) == 2
+    assert "does not support parallelism" in capsys.readouterr().err
+    assert main([*llama, "--users", "many"]) == 2

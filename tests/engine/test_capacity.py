@@ -152,3 +152,80 @@ def test_max_num_seqs_caps_the_sessions_a_replica_runs() -> None:
 def test_default_max_num_seqs_is_vllms(gpu_id: str, seqs: int) -> None:
     """vLLM 0.32 EngineArgs.get_batch_defaults: 1,024 from 70 GiB up unless the name says A100, else 256."""
     assert default_max_num_seqs(gpu(gpu_id)) == seqs
+
+
+def test_seed_002_300_deepseek_sessions_of_100k_on_dgx_b200_with_dp_attention() -> None:
+    """Seed 002: 300 sessions x 100k tokens, ~0.55 TB of KV per DGX B200 -> "roughly 4 nodes".
+
+    Tensor parallelism keeps the MLA latent on all 8 ranks (12 sessions a node, 25 nodes); data-parallel
+    attention keeps it once: 9 sessions on each of 8 ranks (each rank's own 70.2 GB pool holds 9.99 of
+    7.03 GB), 72 a node, so 300 sessions are 4.2 nodes' worth: 5 whole replicas.
+    """
+    recipe, b200 = get_recipe("deepseek-v3"), gpu("b200")
+    tp = estimate(recipe, b200, 8, context_tokens=100_000, users=300, parallelism="tp")
+    assert (tp.max_concurrency, tp.replicas_needed) == (12, 25)
+    est = estimate(recipe, b200, 8, context_tokens=100_000, users=300)
+    assert est.strategy == "dp-ep" and est.data_parallel_size == 8 and est.expert_parallel
+    assert est.kv_pool_gb == pytest.approx(562, abs=2)  # the seed's ~0.55 TB of KV per node
+    assert est.max_concurrency == 72
+    assert 4 <= 300 / est.max_concurrency <= 4.5 and est.replicas_needed == 5
+    # an fp8 KV cache (which the recipe offers) halves each session: 2 nodes
+    assert estimate(recipe, b200, 8, context_tokens=100_000, users=300, kv_cache_dtype="fp8").replicas_needed == 2
+    assert {s.strategy for s in est.strategies} == {"tp", "dp-ep"}
+
+
+def test_a_16_gpu_h100_replica_spans_two_nodes_and_tensor_parallel_stays_in_one() -> None:
+    recipe, h100 = get_recipe("deepseek-v3"), gpu("h100-sxm")
+    est = estimate(recipe, h100, 16, parallelism="tp")
+    assert est.fits and (est.nodes, est.gpus_per_node, est.replica_gpus) == (2, 8, 16)
+    assert (est.tensor_parallel_size, est.pipeline_parallel_size) == (8, 2)
+    dp = estimate(recipe, h100, 16, parallelism="dp-ep")
+    assert dp.fits and (dp.nodes, dp.data_parallel_size, dp.tensor_parallel_size) == (2, 16, 1)
+    with pytest.raises(UsageError, match="stays inside a node"):
+        estimate(recipe, h100, 16, tensor_parallel_size=16)
+    # a 16-GPU node (as an operator says with --gpus-per-node) holds TP 16 in one node
+    wide = estimate(recipe, h100, 16, tensor_parallel_size=16, gpus_per_node=16)
+    assert wide.fits and wide.nodes == 1 and wide.tensor_parallel_size == 16
+    # 8 GPUs are one node: no multi-node replica, the weights do not fit
+    assert not estimate(recipe, h100, 8).fits
+
+
+def test_a_latency_target_gives_the_concurrency_and_the_replicas_that_meet_it() -> None:
+    from llm_fabric.engine.capacity import LatencyTarget
+
+    recipe, h200 = get_recipe("llama-3.3-70b"), gpu("h200")
+    kwargs = {"input_tokens": 2000, "output_tokens": 500, "users": 500, "tensor_parallel_size": 8}
+    free = estimate(recipe, h200, 8, **kwargs)  # type: ignore[arg-type]
+    strict = estimate(recipe, h200, 8, latency_target=LatencyTarget(itl_ms=30), **kwargs)  # type: ignore[arg-type]
+    loose = estimate(recipe, h200, 8, latency_target=LatencyTarget(itl_ms=80), **kwargs)  # type: ignore[arg-type]
+    assert strict.concurrency_at_target is not None and loose.concurrency_at_target is not None
+    assert strict.concurrency_at_target < loose.concurrency_at_target <= free.max_concurrency
+    assert strict.replicas_at_target is not None and loose.replicas_at_target is not None
+    assert strict.replicas_at_target > loose.replicas_at_target >= free.replicas_needed
+    impossible = estimate(recipe, h200, 8, latency_target=LatencyTarget(itl_ms=1), **kwargs)  # type: ignore[arg-type]
+    assert impossible.concurrency_at_target is None and "even one session misses" in (impossible.target_reason or "")
+
+
+def test_users_max_answers_for_every_admitted_session() -> None:
+    est = estimate(get_recipe("llama-3.3-70b"), gpu("h200"), 1, input_tokens=1000, output_tokens=1000, users="max")
+    assert est.users == est.max_concurrency and est.users_max and est.replicas_needed == 1
+    assert est.expected is not None and est.expected.output_tokens_per_s_total > 1000
+
+
+def test_dp_ep_needs_a_recipe_that_offers_it() -> None:
+    with pytest.raises(UsageError, match="does not support parallelism"):
+        estimate(get_recipe("llama-3.3-70b"), gpu("h200"), 8, parallelism="dp-ep")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    gpu_id=st.sampled_from(["h200", "b200", "b300", "mi300x"]),
+    count=st.sampled_from([8, 16, 24]),
+    context=st.integers(1024, 131_072),
+    extra=st.integers(1, 30_000),
+)
+def test_dp_ep_longer_context_never_holds_more(gpu_id: str, count: int, context: int, extra: int) -> None:
+    recipe, spec = get_recipe("deepseek-v3"), gpu(gpu_id)
+    short = estimate(recipe, spec, count, context_tokens=context, parallelism="dp-ep")
+    long = estimate(recipe, spec, count, context_tokens=context + extra, parallelism="dp-ep")
+    assert long.max_concurrency <= short.max_concurrency

@@ -8,7 +8,7 @@ import pytest
 
 from llm_fabric.engine.loop_guard_config import PLUGIN_CLASS
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.vllm_check import ArgCase, check_with_vllm, recipe_cases
+from llm_fabric.engine.vllm_check import ArgCase, check_with_vllm, layout_cases, recipe_cases
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -25,8 +25,12 @@ BROKEN = [
 
 def test_every_recipe_on_every_gpu_that_can_run_it_passes_vllm(engine_python_path: Path) -> None:
     cases, refused = recipe_cases()
+    cases += layout_cases()  # DP-EP and multi-node layouts, leader and headless workers
     recipes = load_recipes()
-    assert {c.label.split(" on ")[0] for c in cases} == set(recipes)  # no recipe skipped
+    assert {c.label.split(" on ")[0] for c in cases if not c.label.startswith("layout: ")} == set(
+        recipes
+    )  # no recipe skipped
+    assert any("DP 16 + EP" in c.label and "node 1" in c.label for c in cases)
     verdicts = check_with_vllm(cases + BROKEN, python=engine_python_path)
     by_label = {v.label: v for v in verdicts}
     failing = {v.label: v.problems for v in verdicts[: len(cases)] if not v.ok}

@@ -8,63 +8,33 @@ month must then hold exactly what the engine's counters rose by, and the records
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from llm_fabric.cli.main import main
 from llm_fabric.engine.local.server import LocalEngine
 from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank, plan_burst, send_burst, write_records
-from llm_fabric.ledger.period import Month
 from llm_fabric.site.loader import load_site
+from tests.engine.live import counter_totals, run_report, scrape_replica, wait_scraped
 from tests.fixtures.engine import ENGINE_RECIPE, get_text
-from tests.fixtures.prometheus import PrometheusServer, scrape_job
+from tests.fixtures.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 DEPLOYMENT = "qwen3-5"  # the cerit-sc deployment of the qwen3.5 recipe
 COUNT, P50, P95 = 40, 128, 640  # 40 requests: 40 * 50 % and 40 * 95 % are whole ranks
 MAX_PROMPT, MAX_OUTPUT = 900, 24  # the stand-in engine's max-model-len is 1024
-COUNTERS = {"input": "vllm:prompt_tokens", "output": "vllm:generation_tokens", "requests": "vllm:request_success"}
+COUNTERS = {
+    "input": "vllm:prompt_tokens_total",
+    "output": "vllm:generation_tokens_total",
+    "requests": "vllm:request_success_total",
+}
 
 
 def engine_counters(engine: LocalEngine) -> dict[str, int]:
     """The engine's own counters (summed over their series), read from its /metrics with Prometheus' parser."""
-    totals = dict.fromkeys(COUNTERS, 0.0)
-    names = {f"{name}_total": key for key, name in COUNTERS.items()}
-    for family in text_string_to_metric_families(get_text(engine, "/metrics")):
-        for sample in family.samples:
-            if sample.name in names:
-                totals[names[sample.name]] += sample.value
-    return {key: int(value) for key, value in totals.items()}
-
-
-def scraped(prom: PrometheusServer, name: str) -> float | None:
-    result = prom.query(f'sum(max_over_time({name}_total{{deployment="{DEPLOYMENT}"}}[1m]))')
-    return float(result[0]["value"][1]) if result else None
-
-
-def wait_scraped(prom: PrometheusServer, counters: dict[str, int], timeout: float = 60) -> None:
-    """Until Prometheus' newest samples hold these counter values (then one more scrape)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(scraped(prom, COUNTERS[key]) == value for key, value in counters.items()):
-            time.sleep(2.5)
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"Prometheus never scraped {counters}:\n{prom.log_tail()}")
-
-
-def run_report(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
-    capsys.readouterr()
-    assert main(["report", *args, "--json"]) == 0, capsys.readouterr().err
-    report: dict[str, object] = json.loads(capsys.readouterr().out)
-    return report
+    return counter_totals(get_text(engine, "/metrics"), COUNTERS)
 
 
 def test_engine_counters_reach_the_report_through_prometheus(
@@ -74,26 +44,11 @@ def test_engine_counters_reach_the_report_through_prometheus(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    now = datetime.now(UTC)
-    month = Month(now.year, now.month)
-    if month.end - now < timedelta(minutes=15):
-        pytest.skip("the month ends within 15 minutes: the burst could straddle two months")
+    prom, node, month = scrape_replica(prometheus_factory, site_repo, tiny_engine.base_url, DEPLOYMENT, "vllm")
     site = load_site(site_repo)
-    node = sorted(site.nodes.values(), key=lambda n: n.name)[0]
-    labels = {
-        "deployment": DEPLOYMENT,
-        "replica": f"{DEPLOYMENT}-0",
-        "owner": node.owner,
-        "site": node.site,
-        "node": node.name,
-    }
-    target = tiny_engine.base_url.removeprefix("http://")
-    prom = prometheus_factory(
-        scrape_configs=[scrape_job("vllm", [target], static_configs=[{"targets": [target], "labels": labels}])]
-    )
     # the first scraped sample is where the month's count starts: no traffic until Prometheus holds it
     before = engine_counters(tiny_engine)
-    wait_scraped(prom, before)
+    wait_scraped(prom, DEPLOYMENT, COUNTERS, before)
 
     tenants = sorted(site.tenants)
     planned = plan_burst(
@@ -102,7 +57,7 @@ def test_engine_counters_reach_the_report_through_prometheus(
     records = send_burst(tiny_engine.base_url, ENGINE_RECIPE, planned, deployment=DEPLOYMENT, concurrency=4)
     records_path = write_records(tmp_path / "requests.jsonl", records)
     after = engine_counters(tiny_engine)
-    wait_scraped(prom, after)
+    wait_scraped(prom, DEPLOYMENT, COUNTERS, after)
 
     # the burst is what was planned: byte-level prompts are as long as their text, outputs as max_tokens
     assert [r["prompt_tokens"] for r in records] == [p.planned_prompt_tokens for p in planned]

@@ -159,3 +159,27 @@ def test_mutated_real_output_never_crashes(parser: Parser, data: st.DataObject) 
     junk = data.draw(st.text(max_size=20))
     with contextlib.suppress(ParseError):
         parser(source[:start] + junk + source[end:])
+
+
+@pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"{SAMPLES} is not there (it sits beside the checkout in CI)")
+def test_the_text_query_stands_in_when_the_xml_query_fails() -> None:
+    """`nvidia-smi -q` (probe nvidia_text) is read when `-q -x` fails: a driver's XML writer can break alone."""
+    from llm_fabric.enrollment.assembly import inventory_from_bundle
+    from llm_fabric.enrollment.facts import ProbeResult
+    from tests.fixtures.factsbundle import make_bundle
+
+    bundle = make_bundle("h100x8")
+    text = (SAMPLES / "gpud__nvidia-smi-q__8xH100-SXM__535.161.08.txt").read_text()
+    probes = {
+        **bundle.probes,
+        "nvidia_xml": ProbeResult(rc=9, stderr="Unable to write XML"),
+        "nvidia_text": ProbeResult(rc=0, stdout=text),
+    }
+    with_csv = inventory_from_bundle(bundle.model_copy(update={"probes": probes}))
+    assert len(with_csv.gpus) == 8 and with_csv.driver_version
+
+    probes["nvidia_csv"] = ProbeResult(rc=9)
+    text_only = inventory_from_bundle(bundle.model_copy(update={"probes": probes}))
+    assert text_only.vendor == "nvidia" and len(text_only.gpus) == 8
+    assert text_only.driver_version == "535.161.08"
+    assert all(d.memory_mib and d.memory_mib > 80_000 for d in text_only.gpus)

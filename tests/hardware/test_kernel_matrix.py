@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from llm_fabric.errors import UsageError
+from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 
@@ -57,3 +59,30 @@ def test_unknown_architecture_suggests() -> None:
     with pytest.raises(UsageError) as err:
         load_kernel_matrix().for_architecture("sm_91")
     assert "did you mean" in (err.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("arch", "reported", "ok"),
+    [
+        ("gfx950", "6.18.3", True),  # amd-smi on a real MI350X host
+        ("gfx950", "6.14.14", True),  # ROCm 7.0's amdgpu-dkms module
+        ("gfx950", "6.12.12", False),  # ROCm 6.4's: no CDNA4
+        ("gfx942", "6.10.5", True),  # ROCm 6.3's
+        ("gfx942", "6.8.5", False),
+        ("sm_100", "580.95.05", True),  # R580
+        ("sm_90", "570.172.08", True),  # R570
+        ("sm_70", "570.172.08", True),
+    ],
+)
+def test_floors_take_the_version_strings_the_tools_print(arch: str, reported: str, ok: bool) -> None:
+    assert load_kernel_matrix().driver_ok(arch, reported)[0] is ok
+
+
+def test_an_amd_floor_in_package_units_is_refused(tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[2] / "kernels" / "matrix.yaml").read_text()
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text.replace('min_driver: "6.14.14"', 'min_driver: "30.10"'))
+    with pytest.raises(ConfigError) as err:
+        load_kernel_matrix(path)
+    rendered = err.value.render()
+    assert f"{path}:" in rendered and "looks like an AMD GPU driver package release" in rendered

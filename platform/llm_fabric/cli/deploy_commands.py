@@ -9,7 +9,7 @@ import click
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import EXIT_POLICY, UsageError
+from llm_fabric.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.deploy.crd_validation import CheckReport
@@ -192,7 +192,10 @@ def provision_command(
         )
         for failure in result.failures:
             console.print(f"  failed: {failure}", markup=False)
-    return 0 if result.succeeded else EXIT_POLICY
+    if result.succeeded:
+        return EXIT_OK
+    # a failed task is the node's state or its settings (exit 2); a runner that did not finish is ours (1)
+    return EXIT_USAGE if result.status in ("successful", "failed") else EXIT_INTERNAL
 
 
 commands = [render_command, provision_command]

@@ -1,4 +1,4 @@
-"""`fabric capacity` and `fabric engine-args`: the capacity model and the vLLM command of a recipe."""
+"""`fabric capacity` and `fabric engine-args`: the capacity model and the engine command of a recipe."""
 
 from __future__ import annotations
 
@@ -24,13 +24,19 @@ _ROWS = [
     ("kv_bytes_per_token", "KV bytes per token"),
     ("kv_pool_gb", "KV pool (GB, all GPUs)"),
     ("kv_sessions", "sessions the KV pool holds"),
-    ("max_num_seqs", "max-num-seqs per replica"),
+    ("max_num_seqs", "max-num-seqs per replica (per DP rank)"),
     ("max_concurrency", "max concurrency at context"),
     ("replicas_needed", "replicas needed for users"),
-    ("decode_tokens_per_s_single", "decode tok/s, one stream"),
-    ("decode_tokens_per_s_per_user", "decode tok/s per user"),
-    ("decode_tokens_per_s_total", "decode tok/s total"),
-    ("prefill_seconds", "prefill of one context (s)"),
+    ("decode_tokens_per_s_single", "ceiling: decode tok/s, one stream"),
+    ("decode_tokens_per_s_per_user", "ceiling: decode tok/s per user"),
+    ("decode_tokens_per_s_total", "ceiling: decode tok/s total"),
+    ("prefill_seconds", "prefill of one context at 50% of peak (s)"),
+]
+_SPEED_ROWS = [
+    ("output_tokens_per_s_total", "output tok/s total"),
+    ("output_tokens_per_s_per_user", "output tok/s per user"),
+    ("itl_ms", "inter-token latency (ms)"),
+    ("ttft_ms", "time to first token (ms)"),
 ]
 
 
@@ -38,8 +44,17 @@ _max_num_seqs_option = click.option(
     "--max-num-seqs",
     type=int,
     default=None,
-    help="Sequences a replica runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
+    help="Sequences a replica (each DP rank) runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
 )
+
+
+def _users(value: str) -> int | str:
+    if value == "max":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"`{value}` is neither a number of sessions nor `max`") from None
 
 
 def _fmt(value: object) -> str:
@@ -51,10 +66,12 @@ def _fmt(value: object) -> str:
 
 
 def _print_estimate(est: CapacityEstimate) -> None:
+    nodes = f" on {est.nodes} nodes of {est.gpus_per_node}" if est.nodes > 1 else ""
     title = (
-        f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}, "
-        f"TP {est.tensor_parallel_size} = {est.replicas} replica(s); context {est.context_tokens:,}, "
-        f"{est.users:,} user(s)"
+        f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}: "
+        f"{est.layout.describe()} = {est.replicas} replica(s) of {est.replica_gpus} GPUs{nodes}; "
+        f"context {est.context_tokens:,}; traffic {est.input_tokens:,} in / {est.output_tokens:,} out, "
+        f"{est.users:,} user(s){' (max)' if est.users_max else ''}"
     )
     table = Table(title=title, title_justify="left", show_header=False)
     table.add_column("figure")
@@ -62,20 +79,61 @@ def _print_estimate(est: CapacityEstimate) -> None:
     data = est.as_dict()
     for key, label in _ROWS:
         table.add_row(label, _fmt(data[key]))
+    if est.ceiling is not None and est.expected is not None and est.fits:
+        ceiling, expected = est.ceiling.as_dict(), est.expected.as_dict()
+        low, high = est.expected.error_band or (1.0, 1.0)
+        for key, label in _SPEED_ROWS:
+            table.add_row(f"ceiling: {label}", _fmt(ceiling[key]))
+        for key, label in _SPEED_ROWS:
+            table.add_row(f"expected: {label}", _fmt(expected[key]))
+        table.add_row("expected: error band (x measured/expected)", f"{low:.2f} - {high:.2f}")
+    if est.latency_target:
+        at = est.concurrency_at_target
+        table.add_row(f"sessions per replica at {est.latency_target.describe()}", _fmt(at) if at else "none")
+        table.add_row("replicas needed at the target", _fmt(est.replicas_at_target or 0))
+        if est.target_reason:
+            table.add_row("target", est.target_reason)
     table.add_row("fits", "[green]yes[/]" if est.fits else f"[red]no[/]: {est.reason}")
     console.print(table)
+    for other in est.strategies:
+        mark = "chosen" if other.strategy == est.strategy else "also computed"
+        verdict = (
+            f"{other.max_concurrency:,} sessions, {other.replicas_needed:,} replica(s) needed, expected "
+            f"{other.expected_output_tokens_per_s_total:,.0f} output tok/s"
+            if other.fits
+            else f"does not fit: {other.reason}"
+        )
+        console.print(f"{mark}: {other.strategy} ({other.layout}): {verdict}", markup=False)
     console.print(f"kernel: {est.kernel}", markup=False)
 
 
 @click.command("capacity")
 @click.option("--model", "model", metavar="ID", help="Recipe id (engine/models/ID.yaml).")
 @click.option("--gpu", "gpu_id", metavar="GPU_ID", help="GPU catalog id, e.g. h200.")
-@click.option("--count", type=int, help="Number of GPUs.")
+@click.option("--count", type=int, help="Number of GPUs (more than one node holds: a multi-node replica).")
+@click.option("--gpus-per-node", type=int, default=None, help="GPUs in one node (default: the catalog's, 8 mostly).")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel size (default: the one holding most sessions).")
+@click.option(
+    "--parallelism",
+    type=click.Choice(["tp", "dp-ep", "auto"]),
+    default="auto",
+    show_default=True,
+    help="tp: tensor parallel (pipeline stages across nodes); dp-ep: data-parallel attention + expert "
+    "parallelism (MLA MoE recipes); auto: compute each the recipe supports, keep the best.",
+)
 @click.option("--quantization", default=None, help="One the recipe offers (default: the recipe's).")
 @click.option("--kv-dtype", default=None, help="KV-cache dtype (auto, fp8, ...).")
-@click.option("--context", type=int, default=DEFAULT_CONTEXT_TOKENS, show_default=True, help="Tokens per session.")
-@click.option("--users", type=int, default=1, show_default=True, help="Concurrent sessions.")
+@click.option(
+    "--context",
+    type=int,
+    default=None,
+    help=f"Tokens a session holds in the KV cache (default: input + output tokens, else {DEFAULT_CONTEXT_TOKENS}).",
+)
+@click.option("--input-tokens", type=int, default=None, help="Prompt tokens per request (default: the context).")
+@click.option("--output-tokens", type=int, default=None, help="Output tokens per request (default: 1024).")
+@click.option("--users", default="1", show_default=True, help="Concurrent sessions, or `max` (as many as admitted).")
+@click.option("--itl-ms", type=float, default=None, help="Latency target: expected inter-token latency at most this.")
+@click.option("--ttft-ms", type=float, default=None, help="Latency target: expected time to first token at most this.")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @_max_num_seqs_option
 @click.option(
@@ -88,28 +146,52 @@ def _print_estimate(est: CapacityEstimate) -> None:
     help="Instead: the capacity of every deployment of this site repo.",
 )
 @click.option("--site", "legacy_site_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default="vllm",
+    show_default=True,
+    help="sglang: SGLang's memory semantics (--mem-fraction-static, DP attention).",
+)
+@click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
 def capacity_command(
     model: str | None,
     gpu_id: str | None,
     count: int | None,
+    gpus_per_node: int | None,
     tp: int | None,
+    parallelism: str,
     quantization: str | None,
     kv_dtype: str | None,
-    context: int,
-    users: int,
+    context: int | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    users: str,
+    itl_ms: float | None,
+    ttft_ms: float | None,
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
     site_dir: Path | None,
     legacy_site_dir: Path | None,
+    engine: str,
+    attn_dp: int,
     as_json: bool,
 ) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
 
+    Speeds come twice: the ceiling (roofline: datasheet bandwidth and FLOPs, nothing else) and the
+    expected figure (calibrated on published measurements, with its error band; docs/capacity.md).
+
     \b
     Examples:
       fabric capacity --model llama-3.3-70b --gpu h200 --count 1 --context 3000 --users 48
-      fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 100000 --json
+      fabric capacity --model deepseek-v3 --gpu b200 --count 8 --context 100000 --users 300 --json
+      fabric capacity --model deepseek-v3 --gpu b200 --count 8 --input-tokens 1000 --output-tokens 1000 --users max
+      fabric capacity --model llama-3.3-70b --gpu h200 --count 8 --input-tokens 2000 --output-tokens 500 \\
+          --users 500 --itl-ms 50
+      fabric capacity --model deepseek-v3 --gpu h100-sxm --count 16
+      fabric capacity --model deepseek-v3.2 --gpu b200 --count 8 --tp 8 --engine sglang --attn-dp 8
       fabric capacity -C ./site
     """
     if legacy_site_dir is not None:
@@ -122,10 +204,39 @@ def capacity_command(
         return _site(site_dir, as_json)
     if not (model and gpu_id and count):
         raise click.UsageError("--model, --gpu and --count are required (or -C DIR for a site repo)")
-    from llm_fabric.engine.capacity import estimate
+    from llm_fabric.engine.capacity import LatencyTarget, estimate
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
+    if engine == "sglang":
+        from llm_fabric.engine.sglang_capacity import sglang_estimate
+
+        sg = sglang_estimate(
+            get_recipe(model),
+            load_gpu_catalog().get(gpu_id),
+            count,
+            tensor_parallel_size=tp,
+            attn_dp_size=attn_dp,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            context_tokens=context,
+            users=1 if users == "max" else int(users),
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_running_requests=max_num_seqs,
+        )
+        if as_json:
+            print_json(sg.as_dict())
+        else:
+            _print_estimate(sg.estimate)
+            console.print(
+                f"SGLang: --mem-fraction-static {sg.mem_fraction_static:g} (the same KV pool), "
+                f"--attn-dp-size {sg.attn_dp_size}: {sg.kv_copies} cop{'y' if sg.kv_copies == 1 else 'ies'} "
+                "of each token's KV per replica; max-num-seqs is --max-running-requests",
+                markup=False,
+            )
+        return 0 if sg.estimate.fits else 3
+    if attn_dp != 1:
+        raise click.UsageError("--attn-dp is SGLang's (add --engine sglang)")
     est = estimate(
         get_recipe(model),
         load_gpu_catalog().get(gpu_id),
@@ -134,9 +245,14 @@ def capacity_command(
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
         context_tokens=context,
-        users=users,
+        users=_users(users),  # type: ignore[arg-type]
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        parallelism=parallelism,  # type: ignore[arg-type]
+        gpus_per_node=gpus_per_node,
+        latency_target=LatencyTarget(itl_ms, ttft_ms),
     )
     if as_json:
         print_json(est.as_dict())
@@ -154,7 +270,19 @@ def _site(site_dir: Path, as_json: bool) -> int:
         print_json([r.as_dict() for r in rows])
         return 0 if all(r.estimate.fits for r in rows) else 3
     table = Table(title=f"capacity of the deployments of {site_dir}", title_justify="left")
-    for col in ("deployment", "GPUs", "quant", "context", "weights GB", "KV GB", "sessions", "tok/s 1", "fits"):
+    columns = (
+        "deployment",
+        "GPUs",
+        "quant",
+        "context",
+        "weights GB",
+        "KV GB",
+        "sessions",
+        "tok/s 1 ceiling",
+        "tok/s expected",
+        "fits",
+    )
+    for col in columns:
         table.add_column(col, justify="left" if col in ("deployment", "quant", "fits") else "right", no_wrap=True)
     for r in rows:
         e = r.estimate
@@ -169,6 +297,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
             _fmt(e.kv_pool_gb),
             sessions,
             _fmt(e.decode_tokens_per_s_single),
+            _fmt(e.expected.output_tokens_per_s_total) if e.expected and e.fits else "-",
             "yes" if e.fits else f"no: {e.reason}",
         )
     # wider than a pipe's default 80 columns: the figures must not be cut
@@ -181,75 +310,126 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--gpu", "gpu_id", required=True, metavar="GPU_ID", help="GPU catalog id.")
 @click.option("--count", type=int, required=True, help="GPUs of the node given to the replica.")
 @click.option("--tp", type=int, default=None, help="Tensor-parallel size (default: as `fabric capacity` picks).")
+@click.option(
+    "--parallelism",
+    type=click.Choice(["tp", "dp-ep", "auto"]),
+    default="auto",
+    show_default=True,
+    help="As `fabric capacity`: the layout's flags (--data-parallel-size/--enable-expert-parallel for dp-ep).",
+)
+@click.option("--node-rank", type=int, default=0, show_default=True, help="Node of a multi-node replica (0: leader).")
 @click.option("--quantization", default=None)
 @click.option("--kv-dtype", default=None)
 @click.option("--max-model-len", type=int, default=None)
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @_max_num_seqs_option
 @click.option("--priority", is_flag=True, help="Priority scheduling (dedicated allocations).")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default=None,
+    help="The serving engine (default: the recipe's, vLLM unless it says).",
+)
+@click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
+@click.option("--ep", type=int, default=1, show_default=True, help="SGLang: expert-parallel size.")
 @click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
 def engine_args_command(
     model: str,
     gpu_id: str,
     count: int,
     tp: int | None,
+    parallelism: str,
+    node_rank: int,
     quantization: str | None,
     kv_dtype: str | None,
     max_model_len: int | None,
     gpu_memory_utilization: float,
     max_num_seqs: int | None,
     priority: bool,
+    engine: str | None,
+    attn_dp: int,
+    ep: int,
     as_json: bool,
 ) -> None:
-    """Print the `vllm serve` command and environment for a recipe on a GPU model.
+    """Print the engine command and environment for a recipe on a GPU model.
+
+    `vllm serve ...` or, with `--engine sglang`, `python3 -m sglang.launch_server ...`.
 
     \b
     Examples:
       fabric engine-args --model kimi-k2.6 --gpu b300 --count 4
       fabric engine-args --model gpt-oss-120b --gpu h200 --count 1 --priority --json
+      fabric engine-args --model deepseek-v3 --gpu b200 --count 8 --parallelism dp-ep
+      fabric engine-args --model deepseek-v3 --gpu h100-sxm --count 16 --node-rank 1   # the second node
+      fabric engine-args --model deepseek-v3.2 --gpu b200 --count 8 --engine sglang --attn-dp 8 --ep 8
     """
-    from llm_fabric.engine.args import engine_command
     from llm_fabric.engine.capacity import estimate
+    from llm_fabric.engine.engines import command_for
     from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.engine.sglang_args import sglang_command
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)
     gpu = load_gpu_catalog().get(gpu_id)
-    if tp is None:
-        tp = estimate(
-            recipe,
-            gpu,
-            count,
-            quantization=quantization,
-            kv_cache_dtype=kv_dtype,
-            context_tokens=max_model_len or recipe.architecture.max_context,
-            gpu_memory_utilization=gpu_memory_utilization,
-        ).tensor_parallel_size
-    cmd = engine_command(
+    layout = estimate(
         recipe,
-        gpu=gpu,
+        gpu,
+        count,
         tensor_parallel_size=tp,
+        parallelism=parallelism,  # type: ignore[arg-type]
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
-        max_model_len=max_model_len,
+        context_tokens=max_model_len or recipe.architecture.max_context,
         gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        priority_scheduling=priority,
-    )
+    ).layout
+    engine = engine or recipe.engine
+    if (attn_dp, ep) != (1, 1):
+        if engine != "sglang":
+            raise click.UsageError("--attn-dp and --ep are SGLang's (add --engine sglang); vLLM's is --parallelism")
+        # SGLang's own flags, as given: its tensor parallel size counts every GPU of the replica
+        cmd = sglang_command(
+            recipe,
+            gpu=gpu,
+            tensor_parallel_size=tp or layout.gpus,
+            attn_dp_size=attn_dp,
+            ep_size=ep,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_running_requests=max_num_seqs,
+            priority_scheduling=priority,
+        )
+    else:
+        cmd = command_for(
+            engine,  # type: ignore[arg-type]
+            recipe,
+            gpu=gpu,
+            layout=layout,
+            node_rank=node_rank,
+            quantization=quantization,
+            kv_cache_dtype=kv_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_num_seqs=max_num_seqs,
+            priority_scheduling=priority,
+        )
     if as_json:
-        print_json(cmd.as_dict())
+        print_json(cmd.as_dict() | {"engine": engine})
         return
     for key, value in sorted(cmd.env.items()):
         click.echo(f"export {key}={shlex.quote(value)}")
-    click.echo(" \\\n    ".join(_pairs(cmd.argv())))
+    # vLLM's model is positional: it stays on the first line with `vllm serve`
+    head = len(cmd.launcher) + (1 if engine == "vllm" else 0)
+    click.echo(" \\\n    ".join(_pairs(cmd.argv(), head)))
     if cmd.request_defaults:
         click.echo(f"# request defaults for the gateway to inject: {cmd.request_defaults}")
 
 
-def _pairs(argv: list[str]) -> list[str]:
-    """`vllm serve MODEL` on the first line, then each flag with its value on a line of its own."""
-    out: list[str] = [" ".join(shlex.quote(a) for a in argv[:3])]
-    for item in argv[3:]:
+def _pairs(argv: list[str], head: int = 3) -> list[str]:
+    """The first `head` words (`vllm serve MODEL`) on the first line, then each flag with its value on its own."""
+    out: list[str] = [" ".join(shlex.quote(a) for a in argv[:head])]
+    for item in argv[head:]:
         if out and not item.startswith("--") and out[-1].startswith("--") and " " not in out[-1]:
             out[-1] += " " + shlex.quote(item)
         else:

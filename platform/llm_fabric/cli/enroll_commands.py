@@ -412,21 +412,12 @@ def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> Non
     Example:
       fabric nodes sign dgx-b300-02 --site-repo ./site
     """
-    from llm_fabric.documents import load_model
-    from llm_fabric.enrollment.registry import node_path, sign_file
+    from llm_fabric.enrollment.registry import sign_declared
     from llm_fabric.signing import default_private_key_path, load_private_key
-    from llm_fabric.site import gitrepo
-    from llm_fabric.site.models import NodeManifest
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
-    path = node_path(site_repo, name)
-    if load_model(path, NodeManifest).provenance != "declared":
-        raise UsageError(f"`{name}` was enrolled, not declared", hint="re-enroll it instead of signing by hand")
-    sign_file(path, private)
-    commit = (
-        gitrepo.commit_paths(site_repo, [path], f"sign declared node {name}") if gitrepo.is_repo(site_repo) else None
-    )
-    console.print(f"signed {path} (commit {commit or '-'})")
+    result = sign_declared(site_repo, name, private)
+    console.print(f"signed {result.path} (commit {result.commit or '-'})", markup=False)
 
 
 commands = [enroll_command, facts_command, keys_group, nodes_group]

@@ -1,4 +1,5 @@
-"""`fabric engine tiny-model`, `run --local`, `burst`, `check-args`: a real vLLM on this machine."""
+"""`fabric engine tiny-model`, `run --local`, `burst`, `check-args`: a real vLLM on this machine, and
+SGLang's argument parser read from its pinned wheel."""
 
 from __future__ import annotations
 
@@ -199,20 +200,36 @@ def burst_command(
 
 
 @engine_group.command("check-args")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "sglang"]),
+    default="vllm",
+    show_default=True,
+    help="vLLM: the installed vLLM's parser; sglang: the pinned SGLang wheel's parser (`make engine` fetches it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every verdict as JSON.")
-def check_args_command(as_json: bool) -> int:
-    """Check every recipe's engine args on every GPU that can run it with the installed vLLM's parser.
+def check_args_command(engine: str, as_json: bool) -> int:
+    """Check every recipe's engine args on every GPU that can run it with the engine's own parser.
 
     Exit 0 when all pass, 2 when any fails.
 
     \b
-    Example:
+    Examples:
       fabric engine check-args
+      fabric engine check-args --engine sglang
     """
+    from llm_fabric.engine.sglang_args import SGLANG_VERSION
+    from llm_fabric.engine.sglang_check import check_with_sglang, sglang_cases
     from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
 
-    cases, refused = recipe_cases()
-    verdicts = check_with_vllm(cases)
+    if engine == "sglang":
+        cases, refused = sglang_cases()
+        verdicts = check_with_sglang(cases)
+        parser = f"SGLang {SGLANG_VERSION}'s parser"
+    else:
+        cases, refused = recipe_cases()
+        verdicts = check_with_vllm(cases)
+        parser = "vLLM's parser"
     failing = [v for v in verdicts if not v.ok]
     if as_json:
         print_json(
@@ -226,7 +243,7 @@ def check_args_command(as_json: bool) -> int:
         for verdict in failing:
             console.print(f"[red]fail[/] {verdict.label}: " + "; ".join(verdict.problems))
         console.print(
-            f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass vLLM's parser "
+            f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass {parser} "
             f"({len(refused)} combinations refused by the kernel matrix, not generated)"
         )
     return 2 if failing else 0

@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "keys": "enroll_commands",
     "nodes": "enroll_commands",
     "engine": "local_engine_commands",
+    "gpus": "hardware_commands",
 }
 
 

@@ -21,6 +21,11 @@ VLLM_VERSION = "0.32.0"
 # generated engine command loads the plugin, which the stock image cannot import.
 DEFAULT_ENGINE_IMAGE = f"llm-fabric/vllm-openai:v{VLLM_VERSION}-fabric{__version__}"
 DEFAULT_ENGINE_IMAGE_ROCM = f"llm-fabric/vllm-rocm:v{VLLM_VERSION}-fabric{__version__}"
+# SGLang's release the SGLang commands are checked against (llm_fabric.engine.sglang_args.SGLANG_VERSION),
+# plus llm-fabric for the loop guard's logit processor: engine/images/Dockerfile.sglang.
+SGLANG_VERSION = "0.5.23"
+DEFAULT_SGLANG_IMAGE = f"llm-fabric/sglang:v{SGLANG_VERSION}-fabric{__version__}"
+DEFAULT_SGLANG_IMAGE_ROCM = f"llm-fabric/sglang-rocm:v{SGLANG_VERSION}-fabric{__version__}"
 
 
 class StackOptions(FabricModel):
@@ -36,6 +41,14 @@ class StackOptions(FabricModel):
     engine_image_rocm: str = Field(
         DEFAULT_ENGINE_IMAGE_ROCM,
         description="vLLM image with llm-fabric's plugins for AMD nodes (build: engine/images/Dockerfile)",
+    )
+    sglang_image: str = Field(
+        DEFAULT_SGLANG_IMAGE,
+        description="SGLang image with llm-fabric's loop guard, NVIDIA nodes (build: engine/images/Dockerfile.sglang)",
+    )
+    sglang_image_rocm: str = Field(
+        DEFAULT_SGLANG_IMAGE_ROCM,
+        description="SGLang image with llm-fabric's loop guard for AMD nodes (build: engine/images/Dockerfile.sglang)",
     )
     model_cache_path: str = Field(
         "/var/lib/llm-fabric/models",
@@ -76,6 +89,8 @@ STACK_FIELDS: dict[str, tuple[str, ...]] = {
         "plan_file",
         "engine_image",
         "engine_image_rocm",
+        "sglang_image",
+        "sglang_image_rocm",
         "model_cache_path",
         "shm_size",
         "startup_base_seconds",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from llm_fabric.engine.capacity import default_max_num_seqs
 from llm_fabric.engine.loop_guard_config import loop_guard_flags
+from llm_fabric.engine.parallelism import Layout, engine_parallel_args
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import GpuSpec
@@ -32,10 +33,11 @@ class EngineCommand:
     args: list[str]
     env: dict[str, str]
     request_defaults: dict[str, float | int] = field(default_factory=dict)
+    launcher: tuple[str, ...] = ("vllm", "serve")  # SGLang's: llm_fabric.engine.sglang_args.LAUNCHER
 
     def argv(self) -> list[str]:
-        """The full command line, `vllm serve MODEL ...`."""
-        return ["vllm", "serve", *self.args]
+        """The full command line, `vllm serve MODEL ...` or `python3 -m sglang.launch_server --model-path ...`."""
+        return [*self.launcher, *self.args]
 
     def as_dict(self) -> dict[str, object]:
         return {"args": self.args, "env": self.env, "request_defaults": self.request_defaults, "argv": self.argv()}
@@ -108,7 +110,7 @@ def engine_command(
     recipe: Recipe,
     *,
     gpu: GpuSpec,
-    tensor_parallel_size: int,
+    tensor_parallel_size: int | None = None,
     quantization: str | None = None,
     kv_cache_dtype: str | None = None,
     max_model_len: int | None = None,
@@ -122,13 +124,22 @@ def engine_command(
     served_model_name: str | None = None,
     port: int = ENGINE_PORT,
     loop_guard: bool = True,
+    layout: Layout | None = None,
+    node_rank: int = 0,
 ) -> EngineCommand:
     """`vllm serve` arguments (model first) and environment; refused (exit 3) when the kernel is not native.
 
     `max_num_seqs` (default: vLLM's own for the GPU, capacity.default_max_num_seqs) is always passed,
     so the engine runs as many sequences at once as the capacity figures assume.
     `loop_guard=False` leaves the guard out (for comparing a guarded engine with an unguarded one).
+    `layout` (default: tensor parallel over `tensor_parallel_size` GPUs of one node) gives the parallelism
+    flags, `node_rank` which node of a multi-node replica the command is for (0: the leader).
     """
+    if layout is None:
+        if tensor_parallel_size is None:
+            raise UsageError("engine_command needs tensor_parallel_size or a layout")
+        layout = Layout("tp", tensor_parallel_size=tensor_parallel_size)
+    tensor_parallel_size = layout.tensor_parallel_size
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
     if max_num_seqs is not None and max_num_seqs < 1:
@@ -143,8 +154,7 @@ def engine_command(
         "0.0.0.0",
         "--port",
         str(port),
-        "--tensor-parallel-size",
-        str(tensor_parallel_size),
+        *engine_parallel_args(layout, node_rank=node_rank),
     ]
     if option.quantization_arg:
         args += ["--quantization", option.quantization_arg]

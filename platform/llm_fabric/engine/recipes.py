@@ -21,6 +21,8 @@ from llm_fabric.documents import load_model, suggest
 from llm_fabric.errors import ConfigError, Problem, UsageError
 
 QuantizationName = Literal["bf16", "fp8", "nvfp4", "mxfp4", "int4"]
+EngineName = Literal["vllm", "sglang"]
+ENGINES: tuple[EngineName, ...] = ("vllm", "sglang")
 KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 # bytes of one KV-cache element; "auto" is the model's activation dtype (bf16 for every recipe here)
@@ -126,8 +128,30 @@ class GenerationDefaults(FabricModel):
     top_p: float | None = Field(None, gt=0.0, le=1.0)
 
 
+class SglangSettings(FabricModel):
+    """How SGLang serves the recipe. Its parser names differ from vLLM's for some families (DeepSeek,
+    gpt-oss, Llama); the top-level parser fields of a recipe are vLLM's."""
+
+    tool_call_parser: str | None = Field(None, description="SGLang --tool-call-parser (its own registry names)")
+    reasoning_parser: str | None = Field(None, description="SGLang --reasoning-parser")
+    chat_template: str | None = Field(None, description="SGLang --chat-template: a builtin name or a file path")
+    quantization_args: dict[QuantizationName, str] = Field(
+        default_factory=dict,
+        description="SGLang --quantization per offered quantization; absent: SGLang reads the checkpoint's config",
+    )
+    extra_args: list[str] = Field(default_factory=list, description="further `sglang.launch_server` arguments")
+    note: str = ""
+
+
 def _auto_kv_dtype() -> list[KvCacheDtype]:
     return ["auto"]
+
+
+Parallelism = Literal["tp", "dp-ep"]
+
+
+def _tp_only() -> list[Parallelism]:
+    return ["tp"]
 
 
 class Recipe(FabricModel):
@@ -137,27 +161,40 @@ class Recipe(FabricModel):
     source: str = Field(description="where the architecture facts come from")
     small: bool = Field(description="may be placed on limited-tier nodes")
     architecture: Architecture
-    engine: Literal["vllm"] = "vllm"
+    engine: EngineName = Field("vllm", description="the engine a deployment of this recipe runs unless it says")
     quantizations: dict[QuantizationName, QuantizationOption] = Field(min_length=1)
     default_quantization: QuantizationName
     kv_cache_dtypes: list[KvCacheDtype] = Field(default_factory=_auto_kv_dtype, min_length=1)
     tensor_parallel_sizes: list[int] = Field(min_length=1)
+    parallelism: list[Parallelism] = Field(
+        default_factory=_tp_only,
+        description="strategies a replica may use: tp (tensor parallel, pipeline stages across nodes); "
+        "dp-ep (data-parallel attention + expert parallelism, for MLA mixture-of-experts models)",
+    )
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     chat_template: str | None = Field(None, description="path of a chat template to pass to vLLM, if any")
     chat_template_notes: str = ""
     trust_remote_code: bool = False
     extra_args: list[str] = Field(default_factory=list, description="further `vllm serve` arguments")
+    sglang: SglangSettings | None = Field(None, description="how SGLang serves it; absent: vLLM only")
     generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
     known_issues: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> Recipe:
+        if self.engine == "sglang" and self.sglang is None:
+            raise ValueError("engine `sglang` needs an `sglang:` section (its parsers and arguments)")
+        for quant in self.sglang.quantization_args if self.sglang else {}:
+            if quant not in self.quantizations:
+                raise ValueError(f"sglang.quantization_args: `{quant}` is not one of quantizations")
         if self.default_quantization not in self.quantizations:
             raise ValueError(
                 f"default_quantization `{self.default_quantization}` is not one of quantizations "
                 f"({', '.join(self.quantizations)})"
             )
+        if "dp-ep" in self.parallelism and self.architecture.experts is None:
+            raise ValueError("parallelism dp-ep needs a mixture-of-experts model (architecture.experts)")
         heads = self.architecture.attention_heads
         for tp in self.tensor_parallel_sizes:
             if tp < 1 or heads % tp:
@@ -171,6 +208,16 @@ class Recipe(FabricModel):
     @property
     def active_params_b(self) -> float:
         return self.architecture.active_params_b
+
+    def engines(self) -> list[EngineName]:
+        """The engines this recipe can be served with."""
+        return ["vllm", "sglang"] if self.sglang is not None else ["vllm"]
+
+    def parsers(self, engine: EngineName) -> tuple[str | None, str | None]:
+        """(tool-call parser, reasoning parser) in `engine`'s names."""
+        if engine == "sglang" and self.sglang is not None:
+            return self.sglang.tool_call_parser, self.sglang.reasoning_parser
+        return self.tool_call_parser, self.reasoning_parser
 
     def quantization(self, name: str | None) -> tuple[str, QuantizationOption]:
         """The named quantization (default: the recipe's), or UsageError listing what is offered."""

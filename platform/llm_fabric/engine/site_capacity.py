@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_fabric.engine.capacity import CapacityEstimate, estimate
+from llm_fabric.engine.capacity import CapacityEstimate, LatencyTarget, estimate
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
@@ -46,10 +46,11 @@ def deployment_capacity(site: SiteRepo, name: str) -> DeploymentCapacity:
     tp = dep.tensor_parallel_size
     users = dep.target.concurrent_sessions if dep.target else 1
     utilization = site.config.defaults.gpu_memory_utilization
+    target = dep.target
     est = estimate(
         recipe,
         gpu,
-        tp or max(recipe.tensor_parallel_sizes),
+        tp or min(max(recipe.tensor_parallel_sizes), gpu.gpus_per_node),
         tensor_parallel_size=tp,
         quantization=dep.quantization,
         kv_cache_dtype=dep.kv_cache_dtype,
@@ -57,6 +58,10 @@ def deployment_capacity(site: SiteRepo, name: str) -> DeploymentCapacity:
         users=users,
         gpu_memory_utilization=utilization,
         max_num_seqs=dep.max_num_seqs,
+        input_tokens=dep.context.p50 if dep.context else None,
+        output_tokens=target.output_tokens if target else None,
+        parallelism=dep.parallelism if tp is None else "tp",
+        latency_target=LatencyTarget(target.itl_ms, target.ttft_ms) if target else None,
     )
     return DeploymentCapacity(deployment=name, estimate=est)
 

@@ -8,8 +8,12 @@ fit at least one of them (capacity model, kernel matrix) - all "config" findings
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from llm_fabric.documents import suggest
+from llm_fabric.engine.engines import deployment_engine
 from llm_fabric.engine.recipes import Recipe, load_recipes
+from llm_fabric.engine.sglang_args import KV_CACHE_DTYPES as SGLANG_KV_CACHE_DTYPES
 from llm_fabric.errors import Problem
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
@@ -52,6 +56,7 @@ def _recipe_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe)
         hint = f"use one of {', '.join(recipe.kv_cache_dtypes)}"
         msg = f"recipe `{recipe.id}` has no KV-cache dtype `{dep.kv_cache_dtype}`"
         out.append(site.problem(path, ("kv_cache_dtype",), msg, hint))
+    out += _engine_problems(site, path, dep, recipe)
     tp = dep.tensor_parallel_size
     if tp is not None and tp not in recipe.tensor_parallel_sizes:
         hint = f"use one of {recipe.tensor_parallel_sizes} (attention heads must divide evenly)"
@@ -60,6 +65,22 @@ def _recipe_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe)
         hint = f"at most {recipe.architecture.max_context}"
         out.append(site.problem(path, ("max_model_len",), "longer than the model's context", hint))
     return out
+
+
+def _engine_problems(site: SiteRepo, path: Path, dep: Deployment, recipe: Recipe) -> list[Problem]:
+    """SGLang needs the recipe's `sglang:` section and a KV-cache dtype SGLang has."""
+    if deployment_engine(dep, recipe, site.config.defaults.engine) != "sglang":
+        return []
+    if recipe.sglang is None:
+        msg = f"recipe `{recipe.id}` has no `sglang:` section: it is not known to run on SGLang"
+        hint = "use `engine: vllm`, or add the section (parsers, arguments) to the recipe"
+        return [site.problem(path, ("engine",), msg, hint)]
+    kv = dep.kv_cache_dtype or "auto"
+    if kv in recipe.kv_cache_dtypes and kv not in SGLANG_KV_CACHE_DTYPES:
+        usable = [k for k in recipe.kv_cache_dtypes if k in SGLANG_KV_CACHE_DTYPES]
+        msg = f"SGLang has no KV-cache dtype `{kv}`"
+        return [site.problem(path, ("kv_cache_dtype",), msg, f"use one of {', '.join(usable)}")]
+    return []
 
 
 def _fit_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe, catalog: GpuCatalog) -> list[Problem]:

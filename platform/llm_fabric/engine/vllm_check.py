@@ -54,25 +54,55 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
     return cases, refused
 
 
+def layout_cases(recipes: dict[str, Recipe] | None = None) -> list[ArgCase]:
+    """Every parallelism layout the capacity model can choose, for every node of a multi-node replica:
+    DP-EP on one node and on two, TP x PP on two nodes (leader and headless worker)."""
+    from llm_fabric.engine.parallelism import Layout, dp_ep_layout, tp_layout
+
+    cases: list[ArgCase] = []
+    gpu = load_gpu_catalog().get("h200")
+    for recipe in (recipes or load_recipes()).values():
+        layouts: list[Layout] = [tp_layout(max(t for t in recipe.tensor_parallel_sizes if t <= 8), 8, nodes=2)]
+        if "dp-ep" in recipe.parallelism:
+            layouts += [dp_ep_layout(8, 8), dp_ep_layout(16, 8)]
+        for layout in layouts:
+            for rank in range(layout.nodes):
+                try:
+                    command = engine_command(recipe, gpu=gpu, layout=layout, node_rank=rank)
+                except PolicyRefusal:
+                    continue
+                cases.append(ArgCase(f"layout: {recipe.id}, {layout.describe()}, node {rank}", command.args))
+    return cases
+
+
 def check_with_vllm(cases: list[ArgCase], python: Path | None = None, timeout: float = 300) -> list[ArgVerdict]:
     """Run the cases through the installed vLLM's parser and registries."""
-    interpreter = python or engine_python()
+    env = {"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
+    return run_probe(
+        "vLLM", python or engine_python(), ["llm_fabric.engine.runtime.vllm_probe", "args"], cases, env, timeout
+    )
+
+
+def run_probe(
+    engine: str, interpreter: Path, module: list[str], cases: list[ArgCase], env: dict[str, str], timeout: float
+) -> list[ArgVerdict]:
+    """`python -m MODULE...` in the engine venv, the cases as JSON on stdin, the verdicts as JSON on stdout."""
     payload = json.dumps([{"label": c.label, "args": c.args} for c in cases])
     try:
         done = subprocess.run(
-            [str(interpreter), "-m", "llm_fabric.engine.runtime.vllm_probe", "args"],
+            [str(interpreter), "-m", *module],
             input=payload,
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
-            env={"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+            env=env | {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
         )
     except subprocess.TimeoutExpired as exc:
-        raise FabricError(f"vLLM's argument check did not finish in {timeout:.0f} s") from exc
+        raise FabricError(f"{engine}'s argument check did not finish in {timeout:.0f} s") from exc
     if done.returncode != 0:
         raise FabricError(
-            f"vLLM's argument check failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
+            f"{engine}'s argument check failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
             hint="is llm-fabric installed in the engine environment? (`make engine` does it)",
         )
     return [ArgVerdict(r["label"], bool(r["ok"]), list(r["problems"])) for r in json.loads(done.stdout)]

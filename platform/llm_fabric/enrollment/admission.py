@@ -105,7 +105,13 @@ _Outcome = tuple[bool | None, object, str]  # (passed; None = cannot tell -> war
 
 
 def _fp8(ctx: _Context) -> _Outcome:
-    unknown = sorted({g.name for g, s in zip(ctx.inventory.gpus, ctx.specs, strict=True) if s is None})
+    unknown = sorted(
+        {
+            g.name + (f" (PCI {g.pci_device_id})" if g.pci_device_id else "")
+            for g, s in zip(ctx.inventory.gpus, ctx.specs, strict=True)
+            if s is None
+        }
+    )
     if unknown:
         return False, None, f"not in the GPU catalog: {', '.join(unknown)}; FP8 support cannot be established"
     spec = ctx.spec
@@ -152,27 +158,77 @@ def _interconnect(ctx: _Context) -> _Outcome:
 
 
 def _driver(ctx: _Context) -> _Outcome:
-    spec, driver = ctx.spec, ctx.inventory.driver_version
-    if spec is None or driver is None:
-        return None, driver, "driver version or GPU architecture unknown"
+    spec, inventory = ctx.spec, ctx.inventory
+    if spec is None:
+        return None, inventory.driver_version, "GPU architecture unknown"
     try:
+        if spec.vendor == "amd" and inventory.driver_source == "in-kernel":
+            return _in_kernel_driver(ctx, spec)
+        driver = inventory.driver_version
+        if driver is None:
+            return None, None, "driver version not reported"
         ok, reason = ctx.matrix.driver_ok(spec.architecture, driver)
-        runtime = ctx.inventory.cuda_version if spec.vendor == "nvidia" else ctx.inventory.rocm_version
-        if ok and runtime is not None and spec.vendor == "nvidia":
+        if inventory.driver_source == "amdgpu module":
+            reason = "amdgpu module " + reason.removeprefix("driver ")
+        runtime = inventory.cuda_version if spec.vendor == "nvidia" else inventory.rocm_version
+        if ok and runtime is not None:
             ok, more = ctx.matrix.runtime_ok(spec.architecture, runtime)
             reason += f"; {more}"
     except UsageError as exc:
-        return None, driver, exc.message
+        return None, inventory.driver_version, exc.message
     return ok, driver, reason
 
 
+def _in_kernel_driver(ctx: _Context, spec: GpuSpec) -> _Outcome:
+    """The amdgpu built into the Linux kernel has no module version to hold against an amdgpu-dkms floor.
+
+    Decision: such a machine is not refused for its driver (many distributions ship a current amdgpu
+    in the kernel) but warned about; the ROCm user space is still held against min_rocm when the
+    machine reports it, and a ROCm below the floor is refused.
+    """
+    entry = ctx.matrix.for_architecture(spec.architecture)
+    kernel = f"Linux {ctx.inventory.host.kernel}" if ctx.inventory.host.kernel else "the running kernel"
+    value = f"in-kernel ({kernel})"
+    detail = (
+        f"in-kernel amdgpu driver of {kernel}: no module version to compare with the floor "
+        f"{entry.min_driver} (amdgpu-dkms of ROCm {entry.min_rocm}); install amdgpu-dkms for a checked driver"
+    )
+    if ctx.inventory.rocm_version is None:
+        return None, value, detail + "; ROCm version not reported"
+    ok, more = ctx.matrix.runtime_ok(spec.architecture, ctx.inventory.rocm_version)
+    return (None if ok else False), value, f"{detail}; {more}"
+
+
 def _mig(ctx: _Context) -> _Outcome:
+    if ctx.inventory.vendor == "amd":
+        return _amd_partitions(ctx)
     on = [g.index for g in ctx.inventory.gpus if g.mig_enabled]
-    if on and ctx.inventory.vendor == "amd":  # amd-smi: a DPX/CPX compute partition splits a GPU like MIG does
-        return False, True, f"GPU {', '.join(map(str, on))} partitioned (DPX/CPX): set the compute partition to SPX"
     if on:
         return False, True, f"MIG enabled on GPU {', '.join(map(str, on))}: disable it (nvidia-smi -mig 0)"
     return True, False, "MIG off or not supported"
+
+
+def _amd_partitions(ctx: _Context) -> _Outcome:
+    """A DPX/CPX GPU is several logical GPUs that vLLM, the device plugin and the capacity model would
+    each take for a whole one: refused, with the physical count the machine really has."""
+    gpus = ctx.inventory.gpus
+    split = [g for g in gpus if g.mig_enabled]
+    if split:
+        modes = sorted({g.partition_mode or "partitioned" for g in split})
+        logical = sum(g.logical_gpus for g in gpus)
+        model = ctx.spec.id if ctx.spec is not None else gpus[0].name
+        return (
+            False,
+            True,
+            (
+                f"{len(gpus)} physical {model} GPUs in {'/'.join(modes)} mode, listed as {logical} GPUs: "
+                "the fabric schedules whole GPUs; set the compute partition to SPX (amd-smi set) and enroll again"
+            ),
+        )
+    if any(g.mig_enabled is None for g in gpus):
+        return None, None, "compute partition not reported (amd-smi static --partition): unknown, not assumed SPX"
+    modes = sorted({g.partition_mode or "none" for g in gpus})
+    return True, False, "not partitioned (" + ", ".join("SPX" if m == "SPX" else "no partitioning" for m in modes) + ")"
 
 
 def _ecc(ctx: _Context) -> _Outcome:

@@ -3,9 +3,13 @@
 NVIDIA: the `--query-gpu` CSV is the primary source (it alone has the compute capability);
 the `-q -x` XML adds what the CSV lacks (CUDA version) and stands in when an old driver
 refuses the CSV fields. `topo -m` gives the interconnect. AMD: `amd-smi static --json` (names,
-VRAM, serials, driver, ECC, partitions), else the older `rocm-smi -a`, merged with `rocminfo` (gfx
-target, ROCm runtime) by index. A tool that is missing (exit 127) is a
-note, not an error; a tool that ran and printed something unparseable is a `ParseError`.
+VRAM, serials, driver, ECC), joined with `amd-smi static --partition --json` and `amd-smi list --json`
+(partition modes, PCI addresses) and folded into physical GPUs, else the older `rocm-smi -a`, merged
+with `rocminfo` (gfx target) by index. The AMD driver version is the amdgpu module's own
+(`/sys/module/amdgpu/version`, `modinfo`), the unit of the kernel matrix's floors; without one the
+driver is the in-kernel amdgpu and says so. The ROCm version is `amd-smi version`'s or
+`/opt/rocm/.info/version`. A tool that is missing (exit 127) is a note, not an error; a tool that ran
+and printed something unparseable is a `ParseError`.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import re
 
 from llm_fabric.enrollment.facts import FactsBundle, ProbeResult
 from llm_fabric.enrollment.inventory import GpuDevice, GpuReport, HostFacts, Inventory
-from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_topo, nvidia_xml
+from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_text, nvidia_topo, nvidia_xml, rdma, values
 from llm_fabric.errors import ParseError
 
 NOT_FOUND = 127
@@ -39,12 +43,22 @@ def _merge(primary: GpuReport, extra: GpuReport) -> list[GpuDevice]:
     return out
 
 
+def _nvidia_query(bundle: FactsBundle) -> GpuReport | None:
+    """`nvidia-smi -q -x`, else the same query as text (`-q`): drivers whose XML writer is broken still answer it."""
+    xml_probe, text_probe = bundle.probes.get("nvidia_xml"), bundle.probes.get("nvidia_text")
+    if xml_probe is not None and _ran(xml_probe):
+        return nvidia_xml.parse_query_xml(xml_probe.stdout)
+    if text_probe is not None and _ran(text_probe):
+        return nvidia_text.parse_query_text(text_probe.stdout)
+    return None
+
+
 def _nvidia(bundle: FactsBundle, inventory: Inventory) -> bool:
-    csv_probe, xml_probe = bundle.probes.get("nvidia_csv"), bundle.probes.get("nvidia_xml")
-    if not (_ran(csv_probe) or _ran(xml_probe)):
-        return False
+    csv_probe = bundle.probes.get("nvidia_csv")
     csv = nvidia_csv.parse_query_gpu(csv_probe.stdout) if csv_probe is not None and _ran(csv_probe) else None
-    xml = nvidia_xml.parse_query_xml(xml_probe.stdout) if xml_probe is not None and _ran(xml_probe) else None
+    xml = _nvidia_query(bundle)
+    if csv is None and xml is None:
+        return False
     if csv is not None:
         report = csv
         devices = _merge(report, xml) if xml is not None else report.devices
@@ -55,6 +69,7 @@ def _nvidia(bundle: FactsBundle, inventory: Inventory) -> bool:
     inventory.vendor = "nvidia"
     inventory.gpus = devices
     inventory.driver_version = report.driver_version or (xml.driver_version if xml else None)
+    inventory.driver_source = "tool" if inventory.driver_version else None
     inventory.cuda_version = xml.cuda_version if xml else None
     topo = bundle.probes.get("nvidia_topo")
     if topo is not None and _ran(topo):
@@ -68,10 +83,56 @@ def _amd_smi_report(bundle: FactsBundle) -> GpuReport | None:
     """amd-smi when it answered (rocm-smi's successor: it also reports ECC and partitions), else rocm-smi."""
     static, smi = bundle.probes.get("amd_smi"), bundle.probes.get("rocm_smi")
     if static is not None and _ran(static):
-        return amd_smi.parse_amd_smi_static(static.stdout)
+        partition, listing = bundle.probes.get("amd_smi_partition"), bundle.probes.get("amd_smi_list")
+        return amd_smi.parse_amd_smi_static(
+            static.stdout,
+            partitions=amd_smi.parse_amd_smi_partition(partition.stdout) if _ran(partition) and partition else None,
+            listing=amd_smi.parse_amd_smi_list(listing.stdout) if _ran(listing) and listing else None,
+        )
     if smi is not None and _ran(smi):
         return amd.parse_rocm_smi(smi.stdout)
     return None
+
+
+_AMD_SMI_ROCM = re.compile(r"ROCm version:\s*([0-9][0-9.]*)")
+_AMD_SMI_BANNER = re.compile(r"amdgpu version:\s*linux\s*version", re.IGNORECASE)
+_AMD_SMI_AMDGPU = re.compile(r"amdgpu version:\s*([0-9][0-9.]*)\s*(?:\||$)", re.MULTILINE)
+
+
+def _module_version(bundle: FactsBundle) -> tuple[str | None, bool]:
+    """(the amdgpu module's version, whether the module is known to have none: the in-kernel driver)."""
+    for probe_id in ("amdgpu_module", "amdgpu_modinfo"):
+        version = values.version(_value(bundle.probes.get(probe_id)))
+        if version is not None and re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)*", version):
+            return version, False
+    version_text = _value(bundle.probes.get("amd_smi_version")) or ""
+    reported = _AMD_SMI_AMDGPU.search(version_text)
+    if reported is not None:
+        return reported.group(1), False
+    if _AMD_SMI_BANNER.search(version_text):
+        return None, True  # amd-smi 7.x prints the kernel's banner as the amdgpu version: no DKMS module
+    modinfo = bundle.probes.get("amdgpu_modinfo")
+    # modinfo finds the module but it carries no version: the amdgpu of the kernel tree, not amdgpu-dkms
+    return None, modinfo is not None and modinfo.rc == 0 and not modinfo.stdout.strip()
+
+
+def _rocm_version(bundle: FactsBundle) -> str | None:
+    reported = _AMD_SMI_ROCM.search(_value(bundle.probes.get("amd_smi_version")) or "")
+    if reported is not None:
+        return reported.group(1).rstrip(".")
+    return values.version(_value(bundle.probes.get("rocm_version")))
+
+
+def _amd_driver(bundle: FactsBundle, smi_report: GpuReport | None, inventory: Inventory) -> None:
+    module, no_module = _module_version(bundle)
+    kernel = f"Linux {inventory.host.kernel}" if inventory.host.kernel else "the running kernel"
+    if module is not None:
+        inventory.driver_version, inventory.driver_source = module, "amdgpu module"
+    elif (smi_report is not None and smi_report.in_kernel_driver) or no_module:
+        inventory.driver_version, inventory.driver_source = None, "in-kernel"
+        inventory.notes.append(f"amdgpu is the driver built into {kernel}: it has no module version")
+    elif smi_report is not None and smi_report.driver_version is not None:
+        inventory.driver_version, inventory.driver_source = smi_report.driver_version, "tool"
 
 
 def _amd(bundle: FactsBundle, inventory: Inventory) -> bool:
@@ -85,8 +146,9 @@ def _amd(bundle: FactsBundle, inventory: Inventory) -> bool:
     devices = _merge(primary, info_report) if smi_report and info_report else primary.devices
     inventory.vendor = "amd"
     inventory.gpus = devices
-    inventory.driver_version = smi_report.driver_version if smi_report else None
-    inventory.rocm_version = info_report.driver_version if info_report else None
+    _amd_driver(bundle, smi_report, inventory)
+    # rocminfo's `Runtime Version` is the HSA runtime's (1.x), not ROCm's: never used as the ROCm version
+    inventory.rocm_version = _rocm_version(bundle)
     return True
 
 
@@ -129,6 +191,8 @@ def host_facts(bundle: FactsBundle) -> HostFacts:
             model_name = parts[3].strip() if len(parts) > 3 else ""
             facts.disks.append(f"{parts[0]} {int(parts[1]) / 1e9:.0f} GB {model_name}".strip())
     facts.nics = [n for n in (_value(p.get("nics")) or "").split() if n != "lo"]
+    sysfs, ibstat = _value(p.get("rdma_ports")), _value(p.get("ibstat"))
+    facts.rdma = (rdma.parse_rdma_sysfs(sysfs) if sysfs else []) or (rdma.parse_ibstat(ibstat) if ibstat else [])
     return facts
 
 

@@ -153,7 +153,8 @@ def _gpu_inventory(spec: GpuSpec, inventory: Inventory, verdict: Verdict) -> Gpu
         compute_capability=verdict.gpus.compute_capability or spec.compute_capability,
         uuids=[g.uuid for g in inventory.gpus if g.uuid],
         interconnect=inventory.interconnect or spec.interconnect,
-        driver_version=inventory.driver_version or "unknown",
+        driver_version=inventory.driver_version
+        or ("in-kernel" if inventory.driver_source == "in-kernel" else "unknown"),
         cuda_version=inventory.cuda_version,
     )
 

@@ -1,8 +1,9 @@
 """What a machine has, as the parsers understood it from its own tools' outputs.
 
-`GpuDevice` is one physical GPU (MIG slices are never devices); `GpuReport` is what one tool
-said (devices plus driver facts); `Inventory` is the merged picture of a host that admission
-judges. Missing facts stay `None`: a tool that prints `[N/A]` does not become a zero.
+`GpuDevice` is one physical GPU (MIG slices and AMD compute partitions are never devices);
+`GpuReport` is what one tool said (devices plus driver facts); `Inventory` is the merged picture of
+a host that admission judges. Missing facts stay `None`: a tool that prints `[N/A]` does not become
+a zero, and a partition state nobody reported is unknown, not "not partitioned".
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from llm_fabric.site.models import HostInventory
 
 Vendor = Literal["nvidia", "amd"]
 Interconnect = Literal["nvswitch", "nvlink", "xgmi", "pcie"]
+# where Inventory.driver_version comes from: the GPU tool itself, the amdgpu kernel module's own
+# version (sysfs/modinfo), or nowhere because amdgpu is the one built into the Linux kernel
+DriverSource = Literal["tool", "amdgpu module", "in-kernel"]
 
 
 class GpuDevice(FabricModel):
@@ -27,8 +31,12 @@ class GpuDevice(FabricModel):
     pci_device_id: str | None = Field(None, description="e.g. 0x2330 (NVIDIA) or 0x74a1 (AMD), lower case")
     memory_mib: int | None = None
     compute_capability: str | None = None
-    mig_enabled: bool | None = None
+    mig_enabled: bool | None = Field(None, description="MIG on (NVIDIA) or a compute partition other than SPX (AMD)")
     ecc_enabled: bool | None = None
+    partition_mode: str | None = Field(
+        None, description="AMD compute partition: SPX, DPX, QPX, CPX...; `none` = not supported; None = not reported"
+    )
+    logical_gpus: int = Field(1, ge=1, description="GPUs the tools listed for this physical GPU (its partitions)")
 
 
 class GpuReport(FabricModel):
@@ -38,6 +46,9 @@ class GpuReport(FabricModel):
     devices: list[GpuDevice] = Field(default_factory=list)
     driver_version: str | None = None
     cuda_version: str | None = None
+    in_kernel_driver: bool = Field(
+        False, description="the driver version the tool printed is the Linux kernel's (amdgpu built into the kernel)"
+    )
 
 
 class Topology(FabricModel):
@@ -69,9 +80,10 @@ class HostFacts(HostInventory):
 class Inventory(FabricModel):
     vendor: Vendor | None = None
     gpus: list[GpuDevice] = Field(default_factory=list)
-    driver_version: str | None = None
+    driver_version: str | None = Field(None, description="in the unit of the kernel matrix's min_driver")
+    driver_source: DriverSource | None = None
     cuda_version: str | None = None
-    rocm_version: str | None = None
+    rocm_version: str | None = Field(None, description="ROCm user space (/opt/rocm/.info/version, amd-smi version)")
     interconnect: Interconnect | None = Field(None, description="measured (topo -m); None when not measurable")
     host: HostFacts = Field(default_factory=HostFacts)
     notes: list[str] = Field(default_factory=list, description="facts we could not gather, in words")

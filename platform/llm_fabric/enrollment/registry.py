@@ -74,7 +74,7 @@ class Registration:
     changes: list[str] = field(default_factory=list)
 
 
-def register(root: Path, manifest: NodeManifest, private: Ed25519PrivateKey, *, dry_run: bool = False) -> Registration:
+def register(root: Path, manifest: NodeManifest, private: Ed25519PrivateKey) -> Registration:
     with registry_lock(root):
         nodes = load_nodes(root)
         _refuse_claimed_gpus(manifest, nodes)
@@ -82,8 +82,6 @@ def register(root: Path, manifest: NodeManifest, private: Ed25519PrivateKey, *, 
         signed = sign_manifest(manifest, private)
         path = node_path(root, manifest.name)
         changes = describe_changes(previous, signed) if previous is not None else []
-        if dry_run:
-            return Registration(path, None, previous, changes)
         write_atomic(path, manifest_text(signed), mode=0o644)
         verb = "re-enroll" if previous is not None else "enroll"
         g = signed.gpus
@@ -148,6 +146,24 @@ def sign_file(path: Path, private: Ed25519PrivateKey) -> NodeManifest:
     doc.tree["signature"] = signed.signature.model_dump(mode="json")
     write_atomic(path, dump_yaml(doc.tree), mode=0o644)
     return signed
+
+
+def sign_declared(root: Path, name: str, private: Ed25519PrivateKey) -> Registration:
+    """Sign the hand-written (provenance: declared) manifest of NAME and commit it when ROOT is a git repo.
+
+    Enrolled manifests are refused: their facts come from the machine, so vouching for an edit by hand
+    would sign what no one measured; re-enrolling is the way to change them.
+    """
+    path = node_path(root, name)
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml"))) or "none"
+        raise UsageError(f"no node `{name}` in {path.parent}", hint=f"known nodes: {known}")
+    previous = load_model(path, NodeManifest)
+    if previous.provenance != "declared":
+        raise UsageError(f"`{name}` was enrolled, not declared", hint="re-enroll it instead of signing by hand")
+    sign_file(path, private)
+    commit = gitrepo.commit_paths(root, [path], f"sign declared node {name}") if gitrepo.is_repo(root) else None
+    return Registration(path, commit, previous, [])
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Admission matches what a machine's tools print (product name, PCI device id) to a catalog entry;
 the kernel matrix is looked up by its `architecture`; the capacity model reads memory, bandwidth
-and compute from it.
+and compute from it. Every entry says where its figures come from (`sources`, keys of the file's
+`references`), so a figure that was estimated is marked as such.
 """
 
 from __future__ import annotations
@@ -42,6 +43,21 @@ def normalize_product_name(value: str) -> str:
     return " ".join(value.split()).casefold()
 
 
+SAMPLE_PREFIX = "sample:"
+
+
+class FigureSources(FabricModel):
+    """Where an entry's figures come from: a key of the catalog's `references`, or `sample:FILE`
+    (a capture in ../shared/hardware-samples)."""
+
+    ids: str = Field(description="product_names and pci_device_ids")
+    memory_mib: str
+    figures: str = Field(description="nominal memory, bandwidth, bf16/fp8 TFLOPS")
+
+    def cited(self) -> list[str]:
+        return [self.ids, self.memory_mib, self.figures]
+
+
 class GpuSpec(FabricModel):
     """One GPU model. Figures are per GPU; compute is dense (no sparsity)."""
 
@@ -60,6 +76,10 @@ class GpuSpec(FabricModel):
     fp8: bool = Field(description="FP8 tensor cores in hardware")
     fp4: bool = Field(description="FP4 (NVFP4/MXFP4) tensor cores in hardware")
     interconnect: Interconnect
+    per_host: list[int] = Field(
+        default_factory=lambda: [8], min_length=1, description="GPUs per machine in the usual builds (docs' tier table)"
+    )
+    sources: FigureSources
 
     @field_validator("pci_device_ids")
     @classmethod
@@ -81,6 +101,12 @@ class GpuSpec(FabricModel):
         return round(self.memory_mib * MIB / 1e9, 2)
 
     @property
+    def gpus_per_node(self) -> int:
+        """GPUs one node of this kind holds: the largest usual build (8 on HGX/OAM boards, 4 for GB200); the
+        capacity model keeps a tensor-parallel group inside one node of this size."""
+        return max(self.per_host)
+
+    @property
     def memory_bytes(self) -> int:
         return self.memory_mib * MIB
 
@@ -93,20 +119,25 @@ class GpuSpec(FabricModel):
 
 class GpuCatalogFile(FabricModel):
     version: Literal[1] = 1
+    references: dict[str, str] = Field(default_factory=dict, description="source key -> what the source is")
     gpus: list[GpuSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _unique(self) -> GpuCatalogFile:
-        seen: dict[str, str] = {}
+        ids: set[str] = set()
+        names: dict[str, str] = {}
         for gpu in self.gpus:
-            if gpu.id in seen:
+            if gpu.id in ids:
                 raise ValueError(f"GPU id `{gpu.id}` is listed twice")
-            seen[gpu.id] = gpu.id
-            for pci in gpu.pci_device_ids:
-                owner = seen.get("pci:" + pci)
-                if owner is not None and owner != gpu.id:
-                    raise ValueError(f"PCI device id {pci} is claimed by both `{owner}` and `{gpu.id}`")
-                seen["pci:" + pci] = gpu.id
+            ids.add(gpu.id)
+            for name in gpu.product_names:
+                owner = names.setdefault(normalize_product_name(name), gpu.id)
+                if owner != gpu.id:
+                    # a PCI id shared by two entries is told apart by the name: names must be unique
+                    raise ValueError(f"product name `{name}` is claimed by both `{owner}` and `{gpu.id}`")
+            unknown = [k for k in gpu.sources.cited() if not k.startswith(SAMPLE_PREFIX) and k not in self.references]
+            if unknown:
+                raise ValueError(f"`{gpu.id}`: source `{unknown[0]}` is not a key of `references`")
         return self
 
 
@@ -116,7 +147,10 @@ class GpuCatalog:
     def __init__(self, gpus: list[GpuSpec], source: Path | None = None) -> None:
         self.source = source
         self._by_id = {g.id: g for g in gpus}
-        self._by_pci = {pci: g for g in gpus for pci in g.pci_device_ids}
+        self._by_pci: dict[str, list[GpuSpec]] = {}
+        for gpu in gpus:
+            for pci in gpu.pci_device_ids:
+                self._by_pci.setdefault(pci, []).append(gpu)
         self._by_name = {normalize_product_name(n): g for g in gpus for n in g.product_names}
 
     def ids(self) -> list[str]:
@@ -137,15 +171,23 @@ class GpuCatalog:
             raise UsageError(f"unknown GPU `{gpu_id}` (not in the GPU catalog)", hint=hint) from None
 
     def match(self, product_name: str, pci_device_id: str | None = None) -> GpuSpec | None:
-        """The catalog entry for a GPU as its tools describe it; the PCI id wins when it is known."""
-        if pci_device_id:
-            try:
-                by_pci = self._by_pci.get(normalize_pci_device_id(pci_device_id))
-            except ValueError:
-                by_pci = None
-            if by_pci is not None:
-                return by_pci
-        return self._by_name.get(normalize_product_name(product_name))
+        """The catalog entry for a GPU as its tools describe it.
+
+        The PCI id decides whenever the tool reported one: an id in no entry is an unknown GPU, even
+        when the board's name is a known one (a renamed or new board must not borrow another GPU's
+        memory and FLOPS). An id several entries share (GH200 480GB/120GB, A2/A16, MI250X/MI250) is
+        settled by the name among those entries. Only a tool that printed no PCI id is matched by name.
+        """
+        by_name = self._by_name.get(normalize_product_name(product_name))
+        if not pci_device_id:
+            return by_name
+        try:
+            claimants = self._by_pci.get(normalize_pci_device_id(pci_device_id), [])
+        except ValueError:
+            return None  # the tool printed something that is not a PCI id: the name alone is not enough
+        if len(claimants) == 1:
+            return claimants[0]
+        return by_name if by_name in claimants else None
 
 
 def load_gpu_catalog(path: Path | None = None) -> GpuCatalog:

@@ -20,6 +20,10 @@ from llm_fabric.errors import UsageError
 
 QuantizationName = Literal["bf16", "fp8", "nvfp4", "mxfp4", "int4"]
 
+# amdgpu kernel module versions are 6.x (ROCm 7.0's is 6.14.14); AMD's GPU driver *package*
+# releases are 30.x and up. A floor in package units would refuse every machine.
+_AMD_PACKAGE_RELEASE_MAJOR = 20
+
 
 class ArchitectureEntry(FabricModel):
     vendor: Literal["nvidia", "amd"]
@@ -40,6 +44,11 @@ class ArchitectureEntry(FabricModel):
             raise ValueError("an NVIDIA architecture needs min_cuda")
         if self.vendor == "amd" and self.min_rocm is None:
             raise ValueError("an AMD architecture needs min_rocm")
+        if self.vendor == "amd" and int(self.min_driver.split(".")[0]) >= _AMD_PACKAGE_RELEASE_MAJOR:
+            raise ValueError(
+                f"min_driver {self.min_driver} looks like an AMD GPU driver package release; the floor is "
+                "the amdgpu module version amd-smi and /sys/module/amdgpu/version report (e.g. 6.14.14)"
+            )
         both = set(self.native_quantizations) & set(self.weight_only_quantizations)
         if both:
             raise ValueError(f"{', '.join(sorted(both))} cannot be both native and weight-only")

@@ -1,4 +1,4 @@
-"""Usage from the engines' own counters in Prometheus (vLLM metric names).
+"""Usage from the engines' own counters in Prometheus (vLLM's and SGLang's metric names).
 
 Counter totals are exact, not `increase()` estimates: the raw samples of each series are read
 day by day (range selectors, so no sample is skipped) and summed as reset-aware deltas, starting
@@ -7,7 +7,11 @@ from the last sample before the month. A series' first sample inside the month c
 concurrent requests, queue depth) are summed over replicas at each 30-second step first, then
 maximised; prompt-length percentiles come from the histogram and are approximate.
 
-The model key of a series is its `deployment` label when the serving PodMonitor set one, else
+SGLang's counters are read beside vLLM's: `sglang:prompt_tokens_total`, `sglang:cached_tokens_total`,
+`sglang:generation_tokens_total`, and requests as `sglang:num_requests_total` minus
+`sglang:num_aborted_requests_total` (SGLang counts aborted requests among the finished ones, vLLM's
+`request_success` does not). SGLang has no prefix-cache query counter: its hit rate is cached over
+prompt tokens. The model key of a series is its `deployment` label when the serving PodMonitor set one, else
 vLLM's `model_name`; the owner is its `owner` label, else the plan's owner of its node.
 """
 
@@ -29,7 +33,17 @@ COUNTERS = {
     "vllm:request_success_total": "requests",
     "vllm:prefix_cache_hits_total": "prefix_hits",
     "vllm:prefix_cache_queries_total": "prefix_queries",
+    "sglang:prompt_tokens_total": "input",
+    "sglang:cached_tokens_total": "cached_input",
+    "sglang:generation_tokens_total": "output",
+    "sglang:num_requests_total": "requests",
+    "sglang:num_aborted_requests_total": "aborted_requests",
 }
+# peaks and prompt lengths: each engine's series of the same meaning
+GENERATION = '{__name__=~"vllm:generation_tokens_total|sglang:generation_tokens_total"}'
+RUNNING = '{__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}'
+WAITING = '{__name__=~"vllm:num_requests_waiting|sglang:num_queue_reqs"}'
+PROMPT_BUCKETS = '{__name__=~"vllm:request_prompt_tokens_bucket|sglang:prompt_tokens_histogram_bucket"}'
 _SELECTOR = '{__name__=~"' + "|".join(COUNTERS) + '"}'
 BASELINE = timedelta(minutes=10)
 STEP = "30s"
@@ -99,6 +113,8 @@ def _add_delta(
     usage: EngineUsage, labels: Mapping[str, str], kind: str, day: date, delta: int, owner: str | None
 ) -> None:
     model = usage.by_model.setdefault(_model_key(labels), EngineModel())
+    if kind == "aborted_requests":  # SGLang: finished requests count them, the books do not
+        kind, delta = "requests", -delta
     if kind in ("prefix_hits", "prefix_queries"):
         setattr(model, kind, getattr(model, kind) + delta)
         return
@@ -161,7 +177,7 @@ def _percentiles(client: PrometheusClient, month: Month, until: datetime) -> dic
     for p in PERCENTILES:
         expr = (
             f"histogram_quantile({p / 100}, sum by (le, deployment, model_name) "
-            f"(increase(vllm:request_prompt_tokens_bucket[{seconds}s])))"
+            f"(increase({PROMPT_BUCKETS}[{seconds}s])))"
         )
         for item in client.query(expr, until):
             value = float(item["value"][1])
@@ -185,11 +201,9 @@ def engine_usage(
     _fold_counters(usage, _collect_samples(client, month, until, tick), month, owners or {})
     by = "sum by (deployment, model_name)"
     peaks: dict[str, Any] = {
-        "peak_output_tokens_per_s": _max_over_month(
-            client, f"{by} (rate(vllm:generation_tokens_total[1m]))", month, until, tick
-        ),
-        "peak_concurrent_requests": _max_over_month(client, f"{by} (vllm:num_requests_running)", month, until, tick),
-        "max_queue_depth": _max_over_month(client, f"{by} (vllm:num_requests_waiting)", month, until, tick),
+        "peak_output_tokens_per_s": _max_over_month(client, f"{by} (rate({GENERATION}[1m]))", month, until, tick),
+        "peak_concurrent_requests": _max_over_month(client, f"{by} ({RUNNING})", month, until, tick),
+        "max_queue_depth": _max_over_month(client, f"{by} ({WAITING})", month, until, tick),
     }
     for attr, values in peaks.items():
         for key, value in values.items():

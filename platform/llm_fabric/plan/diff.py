@@ -1,4 +1,5 @@
-"""What a change to the site repo does to the plan: replicas added, moved, removed; capacity per
+"""What a change to the site repo does to the plan: replicas added, moved, removed, switched to another
+engine; capacity per
 deployment before and after; policy violations and shortfalls that appear or go away.
 """
 
@@ -9,7 +10,9 @@ from llm_fabric.plan.document import CapacityDelta, Plan, PlanDiff, ReplicaChang
 
 def seat(r: ReplicaPlacement) -> str:
     gpus = ",".join(map(str, r.gpu_indices))
-    return f"{r.node} GPUs {gpus} ({r.tensor_parallel_size}x{r.gpu_model})"
+    if r.parallelism == "tp" and not r.worker_nodes:
+        return f"{r.node} GPUs {gpus} ({r.tensor_parallel_size}x{r.gpu_model})"
+    return f"{'+'.join(r.nodes)} GPUs {gpus} each ({r.layout(len(r.gpu_indices)).describe()}, {r.gpu_model})"
 
 
 def _replica_changes(base: Plan, new: Plan) -> list[ReplicaChange]:
@@ -24,6 +27,8 @@ def _replica_changes(base: Plan, new: Plan) -> list[ReplicaChange]:
             out.append(ReplicaChange(deployment=key[0], index=key[1], change="removed", before=seat(b)))
         elif a is not None and b is not None and seat(a) != seat(b):
             out.append(ReplicaChange(deployment=key[0], index=key[1], change="moved", before=seat(b), after=seat(a)))
+        elif a is not None and b is not None and a.engine != b.engine:
+            out.append(ReplicaChange(deployment=key[0], index=key[1], change="engine", before=b.engine, after=a.engine))
     return out
 
 

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
+from llm_fabric.engine.parallelism import Layout
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.policies.violations import Violation
 
@@ -32,11 +33,57 @@ class ReplicaPlacement(FabricModel):
     gpu_indices: list[int] = Field(description="GPU indices on the node (CUDA_VISIBLE_DEVICES order)")
     gpu_model: str = Field(description="GPU catalog id")
     tensor_parallel_size: int = Field(ge=1)
+    parallelism: Literal["tp", "dp-ep"] = Field(
+        "tp", description="tp: tensor (+ pipeline) parallel; dp-ep: DP attention + EP"
+    )
+    data_parallel_size: int = Field(1, ge=1)
+    pipeline_parallel_size: int = Field(1, ge=1, description="> 1: one pipeline stage per node of the group")
+    worker_nodes: list[str] = Field(
+        default_factory=list,
+        description="a multi-node replica's other nodes (node is its leader); each gives all its GPUs",
+    )
     quantization: str
-    engine_args: list[str] = Field(description="`vllm serve` arguments after `serve`, model first")
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="the serving engine (the deployment's or recipe's)")
+    engine_args: list[str] = Field(
+        description="the engine's arguments: after `vllm serve` (model first) or `python3 -m sglang.launch_server`"
+    )
+    worker_engine_args: list[str] = Field(
+        default_factory=list, description="a multi-node replica's arguments on its second node (node rank 1)"
+    )
     engine_env: dict[str, str] = Field(default_factory=dict)
     dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
     data_classes: list[str]
+
+    @property
+    def nodes(self) -> list[str]:
+        """Every node of the replica, the leader first."""
+        return [self.node, *self.worker_nodes]
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the replica takes, all its nodes together."""
+        return len(self.gpu_indices) * len(self.nodes)
+
+    def layout(self, gpus_per_node: int) -> Layout:
+        return Layout(
+            self.parallelism,
+            self.tensor_parallel_size,
+            self.pipeline_parallel_size,
+            self.data_parallel_size,
+            gpus_per_node,
+        )
+
+
+class SpeedFigures(FabricModel):
+    """Output speed of a deployment, all replicas, every p50 slot busy: a ceiling or the expected figure."""
+
+    output_tokens_per_s_total: float
+    output_tokens_per_s_per_user: float
+    itl_ms: float
+    ttft_ms: float
+    error_band: tuple[float, float] | None = Field(
+        None, description="expected only: measured/expected ranged over these factors in the calibration"
+    )
 
 
 class DeploymentCapacity(FabricModel):
@@ -57,9 +104,13 @@ class DeploymentCapacity(FabricModel):
     max_concurrency_p50: int = Field(description="sessions at the p50 context, all replicas")
     max_concurrency_p95: int = Field(description="sessions at the p95 context, all replicas")
     max_concurrency_target: int | None = Field(None, description="sessions at the target's context, all replicas")
-    decode_tokens_per_s_single: float = Field(description="one stream alone, slowest replica")
-    decode_tokens_per_s_per_user: float = Field(description="per stream with every p50 slot busy")
-    decode_tokens_per_s_total: float = Field(description="all replicas, every p50 slot busy")
+    decode_tokens_per_s_single: float = Field(description="ceiling: one stream alone, slowest replica")
+    decode_tokens_per_s_per_user: float = Field(description="ceiling: per stream with every p50 slot busy")
+    decode_tokens_per_s_total: float = Field(description="ceiling: all replicas, every p50 slot busy")
+    ceiling: SpeedFigures | None = Field(None, description="roofline, prefill included, every p50 slot busy")
+    expected: SpeedFigures | None = Field(None, description="calibrated, with its error band, every p50 slot busy")
+    parallelism: str = Field("", description="the replicas' layouts, e.g. DP 8 + EP (data-parallel attention)")
+    multi_node: str | None = Field(None, description="why a multi-node replica was or was not possible")
     engine_summary: str = Field(description="the engine args that matter, in one line")
     data_classes: list[str]
     prompt_logging: bool = Field(description="false when any data class it serves forbids logging prompts")
@@ -117,7 +168,9 @@ class SolverReport(FabricModel):
 class ReplicaChange(FabricModel):
     deployment: str
     index: int
-    change: Literal["added", "moved", "removed"]
+    change: Literal["added", "moved", "removed", "engine"] = Field(
+        description="engine: same seat, another serving engine (the replica restarts on it)"
+    )
     before: str | None = None
     after: str | None = None
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.capacity import CapacityEstimate
-from llm_fabric.engine.recipes import Recipe
+from llm_fabric.engine.engines import command_for, deployment_engine
+from llm_fabric.engine.parallelism import Layout
+from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
-from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage
+from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage, SpeedFigures
 from llm_fabric.plan.sizing import contexts, replica_estimates
 from llm_fabric.plan.solver.placement import Demand
 from llm_fabric.policies.allocation import OwnerShare
@@ -20,12 +21,23 @@ from llm_fabric.site.models import Deployment, PolicySet
 
 
 def engine_for(
-    recipe: Recipe, dep: Deployment, gpu: GpuSpec, tp: int, quant: str, util: float, *, priority: bool
+    recipe: Recipe,
+    dep: Deployment,
+    gpu: GpuSpec,
+    layout: Layout,
+    quant: str,
+    util: float,
+    *,
+    priority: bool,
+    node_rank: int = 0,
+    engine: EngineName = "vllm",
 ) -> tuple[list[str], dict[str, str]]:
-    cmd = engine_command(
+    cmd = command_for(
+        engine,
         recipe,
         gpu=gpu,
-        tensor_parallel_size=tp,
+        layout=layout,
+        node_rank=node_rank,
         quantization=quant,
         kv_cache_dtype=dep.kv_cache_dtype,
         max_model_len=dep.max_model_len,
@@ -40,14 +52,18 @@ def engine_for(
 
 
 def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quant: str) -> str:
-    shapes = Counter(f"{r.tensor_parallel_size}x{r.gpu_model}" for r in reps)
+    shapes = Counter(f"{r.layout(len(r.gpu_indices)).describe()} x {r.gpu_model}" for r in reps)
     parts = [", ".join(f"{n}x({s})" for s, n in sorted(shapes.items())) or "not placed", quant]
     parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
     parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
-    if recipe.tool_call_parser:
-        parts.append(f"tools {recipe.tool_call_parser}")
-    if recipe.reasoning_parser:
-        parts.append(f"reasoning {recipe.reasoning_parser}")
+    engine = reps[0].engine if reps else deployment_engine(dep, recipe)
+    tools, reasoning = recipe.parsers(engine)
+    if engine != "vllm":
+        parts.append(engine)
+    if tools:
+        parts.append(f"tools {tools}")
+    if reasoning:
+        parts.append(f"reasoning {reasoning}")
     if any(r.dedicated_for for r in reps):
         parts.append("priority scheduling")
     return ", ".join(parts)
@@ -56,15 +72,35 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
 def _estimates(
     recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], catalog: GpuCatalog, util: float
 ) -> list[dict[str, CapacityEstimate]]:
-    cache: dict[tuple[str, int], dict[str, CapacityEstimate]] = {}
+    cache: dict[tuple[str, Layout], dict[str, CapacityEstimate]] = {}
     out = []
     for r in reps:
-        key = (r.gpu_model, r.tensor_parallel_size)
+        key = (r.gpu_model, r.layout(len(r.gpu_indices)))
         if key not in cache:
-            est = replica_estimates(dep, recipe, catalog.get(r.gpu_model), r.tensor_parallel_size, r.quantization, util)
-            cache[key] = est
+            cache[key] = replica_estimates(dep, recipe, catalog.get(r.gpu_model), key[1], r.quantization, util)
         out.append(cache[key])
     return out
+
+
+def _target_sessions(est: CapacityEstimate) -> int:
+    """Sessions at the target context, and at the latency target when the deployment sets one."""
+    if est.latency_target:
+        return (est.concurrency_at_target or 0) * est.replicas
+    return int(est.max_concurrency)
+
+
+def _speed(ests: list[dict[str, CapacityEstimate]], kind: str) -> SpeedFigures | None:
+    """All replicas with every p50 slot busy: totals add up, per-stream figures are the slowest replica's."""
+    speeds = [getattr(e["loaded"], kind) for e in ests if getattr(e["loaded"], kind) is not None]
+    if not speeds:
+        return None
+    return SpeedFigures(
+        output_tokens_per_s_total=round(sum(x.output_tokens_per_s_total for x in speeds), 1),
+        output_tokens_per_s_per_user=round(min(x.output_tokens_per_s_per_user for x in speeds), 1),
+        itl_ms=round(max(x.itl_ms for x in speeds), 2),
+        ttft_ms=round(max(x.ttft_ms for x in speeds), 1),
+        error_band=speeds[0].error_band,
+    )
 
 
 def deployment_capacity(
@@ -80,9 +116,9 @@ def deployment_capacity(
     quant = reps[0].quantization if reps else recipe.quantization(dep.quantization)[0]
     ests = _estimates(recipe, dep, reps, catalog, util)
     ctx = contexts(dep, recipe)
-    target_total = sum(int(e["target"].max_concurrency) for e in ests) if dep.target else None
+    target_total = sum(_target_sessions(e["target"]) for e in ests) if dep.target else None
     if dep.target is not None:
-        per = min((int(e["target"].max_concurrency) for e in ests), default=0)
+        per = min((_target_sessions(e["target"]) for e in ests), default=0)
         wanted = -(-dep.target.concurrent_sessions // per) if per else demand.max_replicas
         met = (target_total or 0) >= dep.target.concurrent_sessions
     else:
@@ -111,6 +147,9 @@ def deployment_capacity(
             min((float(e["loaded"].decode_tokens_per_s_per_user) for e in ests), default=0.0), 1
         ),
         decode_tokens_per_s_total=round(sum(float(e["loaded"].decode_tokens_per_s_total) for e in ests), 1),
+        ceiling=_speed(ests, "ceiling"),
+        expected=_speed(ests, "expected"),
+        parallelism=", ".join(sorted({r.layout(len(r.gpu_indices)).describe() for r in reps})),
         engine_summary=_summary(recipe, dep, reps, quant),
         data_classes=list(dep.data_classes),
         prompt_logging=prompt_logging_allowed(policies, dep.data_classes),
@@ -125,14 +164,14 @@ def owner_allocations(
     out: dict[str, OwnerAllocation] = {}
     for owner, share in shares.items():
         mine = [r for r in replicas if r.owner == owner]
-        dedicated = sum(len(r.gpu_indices) for r in mine if r.dedicated_for == owner)
+        dedicated = sum(r.gpus for r in mine if r.dedicated_for == owner)
         held = max(share.dedicated_gpus, dedicated)
         out[owner] = OwnerAllocation(
             owner=owner,
             contributed_gpus=share.contributed,
             dedicated_gpus=held,
             lent_gpus=max(0, share.contributed - held) if share.lends else 0,
-            used_by_pool_gpus=sum(len(r.gpu_indices) for r in mine if r.dedicated_for != owner),
+            used_by_pool_gpus=sum(r.gpus for r in mine if r.dedicated_for != owner),
             lend_surplus=share.lend_surplus,
         )
     return out
@@ -142,7 +181,7 @@ def site_usage(site: SiteRepo, replicas: list[ReplicaPlacement]) -> dict[str, Si
     out: dict[str, SiteUsage] = {}
     for name, spec in sorted(site.config.sites.items()):
         total = sum(n.gpus.count for n in site.nodes.values() if n.site == name and n.status == "active")
-        used = sum(len(r.gpu_indices) for r in replicas if r.site == name)
+        used = sum(r.gpus for r in replicas if r.site == name)
         out[name] = SiteUsage(
             site=name, country=spec.jurisdiction.country, gpus_total=total, gpus_used=used, gpus_free=total - used
         )

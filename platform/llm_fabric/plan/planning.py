@@ -10,11 +10,14 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
+from llm_fabric.engine.engines import deployment_engine
+from llm_fabric.engine.parallelism import Layout, tp_layout
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
 from llm_fabric.plan.figures import deployment_capacity, engine_for, owner_allocations, site_usage
+from llm_fabric.plan.multinode import MultiNodePlan, plan_multi_node
 from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
 from llm_fabric.plan.sizing import Sizing, size_on
 from llm_fabric.plan.solver.packing import Request, Seat, pack_class
@@ -39,7 +42,7 @@ class PlanContext:
     matrix: KernelMatrix
     util: float
     facts: dict[str, ModelFacts | None] = field(default_factory=dict)
-    sizings: dict[tuple[Hashable, str, int], Sizing] = field(default_factory=dict)
+    sizings: dict[tuple[Hashable, str, int, str | None], Sizing] = field(default_factory=dict)
     verdicts: dict[tuple[int, int], bool] = field(default_factory=dict)
     profiles: dict[str, int] = field(default_factory=dict)
     interned: dict[Hashable, int] = field(default_factory=dict)  # profiles and node views -> small numbers
@@ -48,6 +51,7 @@ class PlanContext:
     class_verdicts: list[tuple[bool, ...]] = field(default_factory=list)  # per node class, per profile
     options: dict[tuple[int, Hashable], list[Option]] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
+    multi: MultiNodePlan = field(default_factory=MultiNodePlan)
 
     @classmethod
     def of(cls, site: SiteRepo) -> PlanContext:
@@ -68,14 +72,18 @@ class PlanContext:
             ctx.facts[name] = None if r is None else ModelFacts(small=r.small, total_params_b=r.total_params_b)
         return ctx
 
-    def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int) -> Sizing:
-        key = (_sizing_key(dep), gpu_model, gpus_per_node)
+    def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int, interconnect: str | None = None) -> Sizing:
+        """`interconnect`: the one the node's enrollment measured, when it differs from the catalog's (the
+        expected speed's collectives run over it)."""
+        key = (_sizing_key(dep), gpu_model, gpus_per_node, interconnect)
         if key not in self.sizings:
             recipe = self.recipes[dep.recipe]
             if gpu_model not in self.catalog:
                 self.sizings[key] = Sizing(gpu_model, dep.quantization or "?", refusal=f"GPU `{gpu_model}` unknown")
             else:
                 gpu = self.catalog.get(gpu_model)
+                if interconnect is not None and interconnect != gpu.interconnect:
+                    gpu = gpu.model_copy(update={"interconnect": interconnect})
                 self.sizings[key] = size_on(dep, recipe, gpu, gpus_per_node, self.matrix, self.util)
         return self.sizings[key]
 
@@ -151,6 +159,8 @@ def _sizing_key(dep: Deployment) -> Hashable:
         dep.max_model_len,
         context,
         target,
+        dep.parallelism,
+        (dep.target.itl_ms, dep.target.ttft_ms, dep.target.output_tokens) if dep.target else None,
     )
 
 
@@ -166,13 +176,13 @@ def _owner_matters(ctx: PlanContext) -> set[str]:
 def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]:
     """Classes of interchangeable active nodes, and one representative node per class.
 
-    Nodes group by GPU model and count, owner (where its allocation matters) and pin, and then by the
+    Nodes group by GPU model, count and interconnect, owner (where its allocation matters) and pin, and then by the
     verdict of every eligibility profile: two sites whose rules admit the same deployments are one class
     (with 100 sites in five jurisdictions, a handful of classes per GPU shape rather than hundreds)."""
     owners = _owner_matters(ctx)
     groups: dict[tuple[str, ...], list[NodeManifest]] = {}
     for name, node in sorted(ctx.site.nodes.items()):
-        if node.status != "active":
+        if node.status != "active" or name in ctx.multi.taken:  # whole nodes of multi-node replicas
             continue
         key: tuple[str, ...] = (
             node.gpus.catalog_id,
@@ -181,6 +191,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
             node.tier,
             node.owner if node.owner in owners else "",
             name if name in ctx.pinned else "",
+            node.gpus.interconnect,  # what the enrollment measured: the expected speed's collectives use it
         )
         groups.setdefault(key, []).append(node)
     profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
@@ -188,7 +199,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
     merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest], tuple[bool, ...]]] = {}
     for key, nodes in sorted(groups.items()):
         verdicts = tuple(ctx.eligible(dep, nodes[0]) for dep in profiles.values())
-        merged.setdefault((key[0], key[1], key[4], key[5], verdicts), (key, [], verdicts))[1].extend(nodes)
+        merged.setdefault((key[0], key[1], key[4], key[5], key[6], verdicts), (key, [], verdicts))[1].extend(nodes)
     classes: list[NodeClass] = []
     reps: list[NodeManifest] = []
     ctx.class_verdicts = []
@@ -218,14 +229,14 @@ def _options(
         sized: list[tuple[int, Sizing]] = []
         for c, rep in enumerate(reps):
             if ctx.class_verdicts[c][slot] if slot is not None else ctx.eligible(dep, rep):
-                s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                s = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node, rep.gpus.interconnect)
                 if s.ok:
                     sized.append((c, s))
         best = max((s.sessions_per_replica for _, s in sized), default=1)
         options = ctx.options[key] = [
             Option(
                 c,
-                s.tensor_parallel_size,
+                s.gpus,
                 capacity=max(1, s.sessions_per_replica),
                 quality=round(9 * s.sessions_per_replica / max(1, best)),
             )
@@ -235,7 +246,7 @@ def _options(
         for c, rep in enumerate(reps):
             refusals = ctx.refusals(dep, rep)
             if not refusals:
-                sizing = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node)
+                sizing = ctx.sizing(dep, rep.gpus.catalog_id, classes[c].gpus_per_node, rep.gpus.interconnect)
                 refusals = [sizing.refusal or "does not fit"]
             info.refusals[c] = refusals
     return list(options)
@@ -255,12 +266,15 @@ def build_demands(
         options = _options(ctx, dep, classes, reps, info)
         reserved = {o: s.reserved_replicas[name] for o, s in ctx.shares.items() if s.reserved_replicas.get(name)}
         demand = Demand(name, options, dedicated_owner=dep.dedicated_for, reserved=reserved)
+        info.covered = ctx.multi.covered.get(name, 0)  # what multi-node replicas hold leaves the solver less
+        if name in ctx.multi.notes:
+            info.notes.append(ctx.multi.notes[name])
         if dep.target is not None:
-            demand.sessions = dep.target.concurrent_sessions
+            demand.sessions = max(0, dep.target.concurrent_sessions - info.covered)
             worst = min((o.capacity for o in options), default=1)
             demand.max_replicas = -(-demand.sessions // max(1, worst))
         else:
-            demand.replicas = dep.replicas
+            demand.replicas = max(0, (dep.replicas or 0) - info.covered)
         for r in base.replicas_of(name) if base is not None else []:
             if r.node in class_of:
                 demand.base[class_of[r.node]] = demand.base.get(class_of[r.node], 0) + 1
@@ -333,24 +347,25 @@ def decode(
         seats.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
     index = _index_replicas(seats, base)
     out: list[ReplicaPlacement] = []
-    engines: dict[tuple[str, str, int, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
+    engines: dict[tuple[str, str, Layout, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
     for key, seat in seats.items():
         dep = ctx.site.deployments[key[0]]
         node = ctx.site.nodes[seat.node]
-        tp = len(seat.gpu_indices)
-        sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count)
+        sizing = ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count, node.gpus.interconnect)
+        layout = sizing.layout or tp_layout(len(seat.gpu_indices), node.gpus.count)
         owner = dedicated[key]
         priority = owner is not None and (ctx.shares[owner].lend_surplus if owner in ctx.shares else False)
-        shape = (dep.name, node.gpus.catalog_id, tp, priority)
+        shape = (dep.name, node.gpus.catalog_id, layout, priority)
         if shape not in engines:
             engines[shape] = engine_for(
                 ctx.recipes[dep.recipe],
                 dep,
                 ctx.catalog.get(node.gpus.catalog_id),
-                tp,
+                layout,
                 sizing.quantization,
                 ctx.util,
                 priority=priority,
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
             )
         args, env = list(engines[shape][0]), dict(engines[shape][1])
         out.append(
@@ -362,8 +377,11 @@ def decode(
                 owner=node.owner,
                 gpu_indices=list(seat.gpu_indices),
                 gpu_model=node.gpus.catalog_id,
-                tensor_parallel_size=tp,
+                tensor_parallel_size=layout.tensor_parallel_size,
+                parallelism=layout.strategy,
+                data_parallel_size=layout.data_parallel_size,
                 quantization=sizing.quantization,
+                engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
                 engine_args=args,
                 engine_env=env,
                 dedicated_for=owner,
@@ -386,14 +404,78 @@ def _solver_report(sol: PlacementSolution, classes: int) -> SolverReport:
     )
 
 
+def _multi_node(ctx: PlanContext, base: Plan | None) -> MultiNodePlan:
+    deployments = [
+        (dep, ctx.recipes[dep.recipe])
+        for _, dep in sorted(ctx.site.deployments.items())
+        if dep.replicas != 0 and dep.recipe in ctx.recipes
+    ]
+    before: dict[str, list[list[str]]] = {}
+    for r in base.replicas if base is not None else []:
+        if r.worker_nodes:
+            before.setdefault(r.deployment, []).append(r.nodes)
+
+    def fits_one_node(dep: Deployment, node: NodeManifest) -> bool:
+        return ctx.sizing(dep, node.gpus.catalog_id, node.gpus.count, node.gpus.interconnect).ok
+
+    nodes = list(ctx.site.nodes.values())
+    return plan_multi_node(deployments, nodes, ctx.eligible, fits_one_node, ctx.catalog, ctx.util, before)
+
+
+def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[ReplicaPlacement]:
+    """The multi-node replicas as plan replicas: numbered after the solver's, leader first, all GPUs of each node."""
+    out: list[ReplicaPlacement] = []
+    used = {(r.deployment, r.index) for r in solved}
+    for group in ctx.multi.replicas:
+        dep = ctx.site.deployments[group.deployment]
+        leader = ctx.site.nodes[group.nodes[0]]
+        gpu = ctx.catalog.get(leader.gpus.catalog_id)
+        index = next(i for i in range(len(used) + len(ctx.multi.replicas) + 1) if (dep.name, i) not in used)
+        used.add((dep.name, index))
+        recipe = ctx.recipes[dep.recipe]
+        engine = deployment_engine(dep, recipe, ctx.site.config.defaults.engine)
+        args, env = engine_for(
+            recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, engine=engine
+        )
+        worker, _ = engine_for(
+            recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, node_rank=1, engine=engine
+        )
+        out.append(
+            ReplicaPlacement(
+                deployment=dep.name,
+                index=index,
+                node=leader.name,
+                worker_nodes=group.nodes[1:],
+                site=leader.site,
+                owner=leader.owner,
+                gpu_indices=list(range(leader.gpus.count)),
+                gpu_model=leader.gpus.catalog_id,
+                tensor_parallel_size=group.layout.tensor_parallel_size,
+                parallelism=group.layout.strategy,
+                data_parallel_size=group.layout.data_parallel_size,
+                pipeline_parallel_size=group.layout.pipeline_parallel_size,
+                quantization=group.quantization,
+                engine=engine,
+                engine_args=args,
+                worker_engine_args=worker,
+                engine_env=env,
+                dedicated_for=dep.dedicated_for,
+                data_classes=list(dep.data_classes),
+            )
+        )
+    return out
+
+
 def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
     ctx = PlanContext.of(site)
+    ctx.multi = _multi_node(ctx, base)
     classes, reps = node_classes(ctx)
     demands, deps, infos = build_demands(ctx, classes, reps, base)
     pool_limits = {c.owner: ctx.shares[c.owner].pool_limit for c in classes if c.owner in ctx.shares}
     problem = PlacementProblem(classes, demands, pool_limits)
     sol = solve(problem, time_limit_s=time_limit_s or _time_limit(), workers=2)
     replicas = decode(ctx, problem, sol, base)
+    replicas = sorted(replicas + _group_replicas(ctx, replicas), key=lambda r: (r.deployment, r.index))
     by_dep: dict[str, list[ReplicaPlacement]] = {}
     for r in replicas:
         by_dep.setdefault(r.deployment, []).append(r)
@@ -403,7 +485,7 @@ def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float |
         deployments={
             dep.name: deployment_capacity(
                 ctx.recipes[dep.recipe], dep, demand, ctx.policies, by_dep.get(dep.name, []), ctx.catalog, ctx.util
-            )
+            ).model_copy(update={"multi_node": ctx.multi.notes.get(dep.name)})
             for dep, demand in zip(deps, demands, strict=True)
             if dep.recipe in ctx.recipes
         },

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llm_fabric.plan.diff import seat
-from llm_fabric.plan.document import Plan, PlanDiff
+from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,16 @@ def _placement(plan: Plan) -> Section:
         (r.deployment, str(r.index), seat(r), r.quantization, r.dedicated_for or "pool", r.site) for r in plan.replicas
     ]
     return Section("Placement", ("deployment", "replica", "node and GPUs", "quant", "serves", "site"), rows)
+
+
+def _expected(c: DeploymentCapacity) -> str:
+    """The calibrated figure with the range the calibration's error band gives its total."""
+    e = c.expected
+    if e is None or not e.output_tokens_per_s_total:
+        return "-"
+    low, high = e.error_band or (1.0, 1.0)
+    total = e.output_tokens_per_s_total
+    return f"{e.output_tokens_per_s_per_user:g} / {total:,.0f} ({total * low:,.0f}-{total * high:,.0f})"
 
 
 def _capacity(plan: Plan) -> Section:
@@ -41,6 +51,7 @@ def _capacity(plan: Plan) -> Section:
                 target,
                 f"{c.decode_tokens_per_s_single:g}",
                 f"{c.decode_tokens_per_s_per_user:g} / {c.decode_tokens_per_s_total:g}",
+                _expected(c),
                 "yes" if c.met else "NO",
                 c.engine_summary,
             )
@@ -55,12 +66,14 @@ def _capacity(plan: Plan) -> Section:
             "sessions p50",
             "sessions p95",
             "target",
-            "tok/s single",
-            "tok/s loaded (user/total)",
+            "tok/s single (ceiling)",
+            "tok/s loaded (user/total, ceiling)",
+            "expected loaded (user/total, band)",
             "met",
             "engine",
         ),
         rows,
+        tuple(f"{name}: {c.multi_node}" for name, c in sorted(plan.deployments.items()) if c.multi_node),
     )
 
 
@@ -119,11 +132,11 @@ def _diff(diff: PlanDiff) -> list[Section]:
         f"Changes against {diff.base_revision}: replicas",
         ("deployment", "replica", "change", "before", "after"),
         [(c.deployment, str(c.index), c.change, c.before or "-", c.after or "-") for c in diff.replicas],
-        () if diff.replicas else ("no replica is added, moved or removed",),
+        () if diff.replicas else ("no replica is added, moved, removed or switched to another engine",),
     )
     cap = Section(
         f"Changes against {diff.base_revision}: capacity",
-        ("deployment", "replicas", "sessions p50", "sessions p95", "tok/s total"),
+        ("deployment", "replicas", "sessions p50", "sessions p95", "tok/s total (ceiling)"),
         [
             (
                 c.deployment,

@@ -16,6 +16,8 @@ class DemandInfo:
     """Per node class, why a deployment may not go there (policy or hardware), in words."""
 
     refusals: dict[int, list[str]] = field(default_factory=dict)
+    covered: int = 0  # replicas (fixed) or sessions (target) multi-node replicas already hold, outside the solver
+    notes: list[str] = field(default_factory=list)  # why a multi-node replica was or was not possible
 
 
 def _label(cls: NodeClass) -> str:
@@ -62,11 +64,13 @@ def shortfalls_of(
     out: list[Shortfall] = []
     usage: dict[str, Counter[str]] = {}  # node -> deployment -> GPUs, built once for every shortfall
     for r in replicas:
-        usage.setdefault(r.node, Counter())[r.deployment] += len(r.gpu_indices)
+        for node in r.nodes:
+            usage.setdefault(node, Counter())[r.deployment] += len(r.gpu_indices)
     for d, demand in enumerate(problem.demands):
         if sol.missing[d] <= 0 and not any(m > 0 for m in sol.reserved_missing[d].values()):
             continue
         why = _blocked(problem, infos[d]) if not demand.options else _crowded(problem, demand, usage)
+        why = [*infos[d].notes, *why]
         if sol.status == "first-fit":
             why = [
                 "the plan is the first-fit start, not proven to place the most (solver status first-fit); "
@@ -79,8 +83,8 @@ def shortfalls_of(
             out.append(
                 Shortfall(
                     deployment=demand.name,
-                    wanted=wanted or 0,
-                    planned=(wanted or 0) - sol.missing[d],
+                    wanted=(wanted or 0) + infos[d].covered,
+                    planned=(wanted or 0) + infos[d].covered - sol.missing[d],
                     unit="replicas" if fixed else "sessions",
                     reasons=why,
                 )

@@ -71,7 +71,9 @@ class DataClass(FabricModel):
 
 
 class Defaults(FabricModel):
-    engine: Literal["vllm"] = "vllm"
+    engine: Literal["vllm", "sglang"] | None = Field(
+        None, description="engine of the deployments that name none; default: each recipe's (vLLM unless it says)"
+    )
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=0.98)
     max_output_tokens: int = Field(32768, ge=1, le=MAX_TOKENS)
     data_class: str = "internal"
@@ -135,6 +137,22 @@ class GpuInventory(FabricModel):
         return out
 
 
+class RdmaPort(FabricModel):
+    """One port of an RDMA device (`ibstat`, /sys/class/infiniband): what multi-node replicas run over."""
+
+    device: str = Field(description="RDMA device, e.g. mlx5_0")
+    port: int = Field(ge=1)
+    link_layer: Literal["InfiniBand", "Ethernet"] | None = Field(None, description="Ethernet = RoCE")
+    rate_gbps: float | None = Field(None, description="link rate, e.g. 400 (NDR) or 200")
+    state: str | None = Field(None, description="logical port state: ACTIVE, INIT, ARMED, DOWN")
+    physical_state: str | None = Field(None, description="LinkUp, Polling, Disabled...")
+    netdevs: list[str] = Field(default_factory=list, description="network interfaces of the device (RoCE)")
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "ACTIVE" and self.physical_state in (None, "LinkUp")
+
+
 class HostInventory(FabricModel):
     hostname: str | None = None
     cpu_model: str | None = None
@@ -142,6 +160,7 @@ class HostInventory(FabricModel):
     memory_gb: float | None = Field(None, ge=0, le=1e9)
     os: str | None = None
     kernel: str | None = None
+    rdma: list[RdmaPort] = Field(default_factory=list, description="RDMA ports; empty when the host has none")
 
 
 class CheckResult(FabricModel):
@@ -229,6 +248,18 @@ class Tenant(FabricModel):
 class Target(FabricModel):
     concurrent_sessions: int = Field(ge=1, le=1 << 24)
     context_tokens: int = Field(ge=1, le=MAX_TOKENS)
+    itl_ms: float | None = Field(
+        None,
+        gt=0,
+        le=3_600_000,
+        description="latency target: expected inter-token latency per session at most this (ms)",
+    )
+    ttft_ms: float | None = Field(
+        None, gt=0, le=3_600_000, description="latency target: expected time to first token (ms)"
+    )
+    output_tokens: int = Field(
+        1024, ge=1, le=MAX_TOKENS, description="output tokens per request, for the speed at the target"
+    )
 
 
 class ContextProfile(FabricModel):
@@ -257,9 +288,15 @@ class Deployment(FabricModel):
     version: Literal[1] = SCHEMA_VERSION
     name: Name
     recipe: str = Field(description="id of a recipe in engine/models/")
+    engine: Literal["vllm", "sglang"] | None = Field(None, description="the serving engine; default: the recipe's")
     quantization: str | None = Field(None, description="one the recipe offers; default: the recipe's default")
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = Field(None, ge=1, le=MAX_GPUS_PER_NODE)
+    parallelism: Literal["tp", "dp-ep", "auto"] = Field(
+        "auto",
+        description="tp: tensor parallel (pipeline stages across nodes when one node cannot hold the model); "
+        "dp-ep: data-parallel attention + expert parallelism (MLA MoE recipes); auto: the one needing fewest GPUs",
+    )
     replicas: Replicas | None = None
     target: Target | None = None
     max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
@@ -267,7 +304,8 @@ class Deployment(FabricModel):
         None,
         ge=1,
         le=1 << 20,
-        description="sequences a replica runs at once (vLLM --max-num-seqs); default: vLLM's for the GPU",
+        description="sequences a replica runs at once (vLLM --max-num-seqs, SGLang --max-running-requests); "
+        "default: vLLM's for the GPU",
     )
     context: ContextProfile | None = None
     data_classes: list[Name] = Field(min_length=1)

@@ -1,9 +1,16 @@
-"""Alerts, recording rules and a Grafana dashboard for the serving fleet.
+"""Alerts, recording rules and a Grafana dashboard for the serving fleet, over both engines.
 
-Metric names are vLLM's (v1 engine: `vllm:kv_cache_usage_perc`, `vllm:prefix_cache_{hits,queries}_total`,
-`vllm:num_preemptions_total`) and DCGM's (`DCGM_FI_DEV_XID_ERRORS`). The PodMonitor of the serving
-stack relabels every engine series with `deployment`, `replica`, `owner`, `site` and `node`; the
-recording rules aggregate on those, and the ledger reads the `fabric:*` series.
+Each engine names its series its own way: vLLM (v1 engine) `vllm:prompt_tokens_total`,
+`vllm:kv_cache_usage_perc`, `vllm:prefix_cache_{hits,queries}_total`, `vllm:num_preemptions_total`...;
+SGLang (`--enable-metrics`) `sglang:prompt_tokens_total`, `sglang:token_usage`,
+`sglang:cached_tokens_total`, `sglang:num_retracted_requests_total`... `ENGINE_SERIES` pairs them
+by meaning; the recording rules select both names of a pair (`{__name__=~"vllm:a|sglang:b"}`) and
+aggregate them into one `fabric:*` series, so alerts, the dashboard and the ledger read one name
+whichever engine serves a deployment. SGLang's cached prompt tokens over its prompt tokens is the
+prefix-cache hit ratio (vLLM counts hits and queries in tokens too). SGLang counts aborted requests
+in `sglang:num_requests_total`: succeeded requests are that minus `sglang:num_aborted_requests_total`.
+GPU faults are DCGM's (`DCGM_FI_DEV_XID_ERRORS`). The PodMonitor of the serving stack relabels
+every engine series with `deployment`, `replica`, `owner`, `site` and `node`.
 """
 
 from __future__ import annotations
@@ -18,24 +25,58 @@ from llm_fabric.deploy.options import StackOptions
 BY_DEPLOYMENT = "deployment, owner, site"
 BY_REPLICA = "deployment, replica, owner, site, node"
 
+# meaning -> (vLLM's series, SGLang's series)
+ENGINE_SERIES: dict[str, tuple[str, str]] = {
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    "cache_hit_tokens": ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total"),
+    "cache_query_tokens": ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total"),
+    "requests_running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
+    "requests_finished": ("vllm:request_success_total", "sglang:num_requests_total"),
+    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
+    "ttft_bucket": ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket"),
+}
+SGLANG_ABORTED = "sglang:num_aborted_requests_total"
+
+
+def either(meaning: str) -> str:
+    """A selector of both engines' series of one meaning."""
+    vllm, sglang = ENGINE_SERIES[meaning]
+    return f'{{__name__=~"{vllm}|{sglang}"}}'
+
+
+def _rate(meaning: str, window: str) -> str:
+    return f"sum by ({BY_DEPLOYMENT}) (rate({either(meaning)}[{window}]))"
+
+
+def _hit_ratio(window: str) -> str:
+    return f"{_rate('cache_hit_tokens', window)} / ({_rate('cache_query_tokens', window)} > 0)"
+
+
+# requests that finished well: vLLM counts them; SGLang counts all and its aborted ones apart
+_SUCCEEDED = (
+    f"{_rate('requests_finished', '5m')} - ("
+    f"sum by ({BY_DEPLOYMENT}) (rate({SGLANG_ABORTED}[5m])) or {_rate('requests_finished', '5m')} * 0)"
+)
+
 # name -> expression: per-deployment rates and gauges the ledger and the dashboard read
 RECORDING_RULES: dict[str, str] = {
-    "fabric:prompt_tokens:rate5m": f"sum by ({BY_DEPLOYMENT}) (rate(vllm:prompt_tokens_total[5m]))",
-    "fabric:generation_tokens:rate5m": f"sum by ({BY_DEPLOYMENT}) (rate(vllm:generation_tokens_total[5m]))",
-    "fabric:prefix_cache_hits:rate5m": f"sum by ({BY_DEPLOYMENT}) (rate(vllm:prefix_cache_hits_total[5m]))",
-    "fabric:prefix_cache_queries:rate5m": f"sum by ({BY_DEPLOYMENT}) (rate(vllm:prefix_cache_queries_total[5m]))",
-    "fabric:prefix_cache_hit_ratio:rate30m": (
-        f"sum by ({BY_DEPLOYMENT}) (rate(vllm:prefix_cache_hits_total[30m]))"
-        f" / sum by ({BY_DEPLOYMENT}) (rate(vllm:prefix_cache_queries_total[30m]) > 0)"
+    "fabric:prompt_tokens:rate5m": _rate("prompt_tokens", "5m"),
+    "fabric:generation_tokens:rate5m": _rate("generation_tokens", "5m"),
+    "fabric:prefix_cache_hits:rate5m": _rate("cache_hit_tokens", "5m"),
+    "fabric:prefix_cache_queries:rate5m": _rate("cache_query_tokens", "5m"),
+    "fabric:prefix_cache_hit_ratio:rate30m": _hit_ratio("30m"),
+    "fabric:prefix_cache_hit_ratio:rate6h": _hit_ratio("6h"),
+    "fabric:requests_running:sum": f"sum by ({BY_DEPLOYMENT}) ({either('requests_running')})",
+    "fabric:requests_waiting:sum": f"sum by ({BY_DEPLOYMENT}) ({either('requests_waiting')})",
+    "fabric:kv_cache_usage:max": f"max by ({BY_REPLICA}) ({either('kv_cache_usage')})",
+    "fabric:requests_succeeded:rate5m": _SUCCEEDED,
+    "fabric:preemptions:increase10m": f"sum by ({BY_REPLICA}) (increase({either('preemptions')}[10m]))",
+    "fabric:time_to_first_token_seconds:p95_5m": (
+        f"histogram_quantile(0.95, sum by (le, {BY_DEPLOYMENT}) (rate({either('ttft_bucket')}[5m])))"
     ),
-    "fabric:prefix_cache_hit_ratio:rate6h": (
-        f"sum by ({BY_DEPLOYMENT}) (rate(vllm:prefix_cache_hits_total[6h]))"
-        f" / sum by ({BY_DEPLOYMENT}) (rate(vllm:prefix_cache_queries_total[6h]) > 0)"
-    ),
-    "fabric:requests_running:sum": f"sum by ({BY_DEPLOYMENT}) (vllm:num_requests_running)",
-    "fabric:requests_waiting:sum": f"sum by ({BY_DEPLOYMENT}) (vllm:num_requests_waiting)",
-    "fabric:kv_cache_usage:max": f"max by ({BY_REPLICA}) (vllm:kv_cache_usage_perc)",
-    "fabric:requests_succeeded:rate5m": f"sum by ({BY_DEPLOYMENT}) (rate(vllm:request_success_total[5m]))",
 }
 
 
@@ -48,7 +89,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             'up{deployment!=""} == 0',
             "5m",
             "critical",
-            "vLLM replica {{ $labels.deployment }}/{{ $labels.replica }} on {{ $labels.node }} is not scraped",
+            "engine replica {{ $labels.deployment }}/{{ $labels.replica }} on {{ $labels.node }} is not scraped",
             "kubectl describe pod -l fabric.llm/replica={{ $labels.replica }}; a GPU fault shows as Xid errors",
         ),
         _alert(
@@ -77,7 +118,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
         ),
         _alert(
             "FabricPreemptions",
-            f"sum by ({BY_REPLICA}) (increase(vllm:num_preemptions_total[10m])) > 0",
+            "fabric:preemptions:increase10m > 0",
             "15m",
             "warning",
             "{{ $labels.deployment }}/{{ $labels.replica }} keeps preempting requests",
@@ -142,7 +183,8 @@ _PANELS = [
     ("Requests waiting", "fabric:requests_waiting:sum", "short"),
     ("Requests running", "fabric:requests_running:sum", "short"),
     ("KV cache usage (max per replica)", "fabric:kv_cache_usage:max", "percentunit"),
-    ("Preemptions / 10m", f"sum by ({BY_REPLICA}) (increase(vllm:num_preemptions_total[10m]))", "short"),
+    ("Preemptions / 10m (SGLang: retractions)", "fabric:preemptions:increase10m", "short"),
+    ("Time to first token p95 (s)", "fabric:time_to_first_token_seconds:p95_5m", "s"),
     ("GPU Xid errors", "DCGM_FI_DEV_XID_ERRORS", "short"),
 ]
 
@@ -165,7 +207,7 @@ def dashboard_json() -> dict[str, Any]:
         "title": "llm-fabric serving",
         "uid": "llm-fabric-serving",
         "schemaVersion": 39,
-        "tags": ["llm-fabric", "vllm"],
+        "tags": ["llm-fabric", "vllm", "sglang"],
         "time": {"from": "now-6h", "to": "now"},
         "templating": {
             "list": [{"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"}]

@@ -1,13 +1,21 @@
-"""The serving fleet: per planned replica a vLLM workload pinned to its node, per deployment a Service.
+"""The serving fleet: per planned replica an engine workload (vLLM or SGLang) pinned to its node, per
+deployment a Service.
 
 Also the namespace, the PriorityClasses (dedicated replicas reclaim; pool replicas never preempt),
 a NetworkPolicy that keeps the data in (serving pods reach DNS and the site's allowed CIDRs, nothing
-else), and a PodMonitor whose relabelling gives every vLLM series the plan's labels.
+else), and a PodMonitor whose relabelling gives every engine series the plan's labels.
+
+Both engines serve the OpenAI API, `/health` and (SGLang with `--enable-metrics`, which its commands
+always carry) `/metrics` on the one port the plan gives them, so Service, probes and PodMonitor are
+the same; a pod's `app.kubernetes.io/name` says which engine it runs. SGLang's `/health` answers 503
+until the server has started and then runs a one-token generation when idle, so it serves as
+startup, readiness and liveness probe like vLLM's.
 """
 
 from __future__ import annotations
 
 import math
+import shlex
 from typing import Any
 
 from llm_fabric.deploy import labels as L
@@ -21,7 +29,9 @@ from llm_fabric.site.models import NodeManifest
 
 PRIORITY_DEDICATED = "llm-fabric-dedicated"
 PRIORITY_POOL = "llm-fabric-pool"
-ENGINE_LABELS = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/component": "engine"}
+# what selects engine pods of either engine (Service, NetworkPolicy, PodMonitor)
+ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "engine"}
+ENGINE_COMMANDS = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglang.launch_server"]}
 PROBE_PERIOD = 10
 
 
@@ -54,7 +64,12 @@ def _check_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
         for r in replicas
         if r.node not in site.nodes
     ]
-    for node in {r.node for r in replicas if r.node in site.nodes}:
+    missing_workers = sorted({n for r in replicas for n in r.worker_nodes if n not in site.nodes})
+    problems += [
+        Problem(f"a multi-node replica uses node `{n}`, which the site repo does not have", hint="re-run `fabric plan`")
+        for n in missing_workers
+    ]
+    for node in {n for r in replicas for n in r.nodes if n in site.nodes}:
         problems += [
             Problem(p.message, file=site.path_of("nodes", node), field=p.field, hint=p.hint)
             for p in L.taint_problems(site.nodes[node], None)
@@ -168,6 +183,7 @@ def _service(deployment: str, namespace: str) -> Manifest:
 
 def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
     labels = L.common_labels("engine", replica_name(replica)) | ENGINE_LABELS
+    labels["app.kubernetes.io/name"] = replica.engine
     labels |= {
         L.DEPLOYMENT: replica.deployment,
         L.REPLICA: replica_name(replica),
@@ -183,7 +199,7 @@ def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
 
 def startup_failure_threshold(node: NodeManifest, replica: ReplicaPlacement, options: StackOptions) -> int:
     """Probe attempts to cover a cold start: weights fit in the replica's GPU memory, streamed from disk."""
-    gpu_gb = replica.tensor_parallel_size * node.gpus.memory_mib * 1024 * 1024 / 1e9
+    gpu_gb = len(replica.gpu_indices) * node.gpus.memory_mib * 1024 * 1024 / 1e9
     budget = options.startup_base_seconds + options.startup_seconds_per_gb * gpu_gb
     return math.ceil(budget / PROBE_PERIOD)
 
@@ -198,7 +214,14 @@ def engine_arguments(replica: ReplicaPlacement) -> list[str]:
 
 def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOptions) -> dict[str, Any]:
     resource = L.GPU_RESOURCE[node.gpus.vendor]
-    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"} | replica.engine_env
+    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env
+    if replica.engine == "vllm":
+        env["VLLM_NO_USAGE_STATS"] = "1"
+    amd = node.gpus.vendor == "amd"
+    if replica.engine == "sglang":
+        image = options.sglang_image_rocm if amd else options.sglang_image
+    else:
+        image = options.engine_image_rocm if amd else options.engine_image
 
     def probe(period: int, failures: int) -> dict[str, Any]:
         return {
@@ -209,13 +232,13 @@ def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOpti
         }
 
     return {
-        "name": "vllm",
-        "image": options.engine_image_rocm if node.gpus.vendor == "amd" else options.engine_image,
-        "command": ["vllm", "serve"],
+        "name": replica.engine,
+        "image": image,
+        "command": ENGINE_COMMANDS[replica.engine],
         "args": engine_arguments(replica),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
-        "resources": {"limits": {resource: str(replica.tensor_parallel_size)}},
+        "resources": {"limits": {resource: str(len(replica.gpu_indices))}},
         "startupProbe": probe(PROBE_PERIOD, startup_failure_threshold(node, replica, options)),
         "readinessProbe": probe(10, 3),
         # a long prefill can starve /health for a while; restart only after minutes of silence
@@ -224,49 +247,137 @@ def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOpti
     }
 
 
-def _workload(
-    replica: ReplicaPlacement, node: NodeManifest, namespace: str, options: StackOptions, pool: str
-) -> Manifest:
-    queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue)
-    selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
-    affinity = {
+def _pod_spec(
+    replica: ReplicaPlacement, node: NodeManifest, options: StackOptions, hosts: list[str], container: dict[str, Any]
+) -> dict[str, Any]:
+    affinity: dict[str, Any] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": L.HOSTNAME, "operator": "In", "values": [replica.node]}]}
-                ]
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": L.HOSTNAME, "operator": "In", "values": hosts}]}]
             }
         }
     }
+    if replica.worker_nodes:  # one pod of a group per node: each takes all of its node's GPUs
+        affinity["podAntiAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {L.REPLICA: replica_name(replica)}}, "topologyKey": L.HOSTNAME}
+            ]
+        }
     tolerations = [t.as_toleration() for t in L.node_taints(node)]
     tolerations.append({"key": L.GPU_RESOURCE[node.gpus.vendor], "operator": "Exists", "effect": "NoSchedule"})
-    pod_spec: dict[str, Any] = {
+    return {
         "priorityClassName": PRIORITY_DEDICATED if replica.dedicated_for else PRIORITY_POOL,
         "affinity": affinity,
         "tolerations": tolerations,
         "terminationGracePeriodSeconds": 120,
-        "containers": [_container(replica, node, options)],
+        "containers": [container],
         "volumes": [
             {"name": "models", "hostPath": {"path": options.model_cache_path, "type": "Directory"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
         ],
     }
-    annotations = {
+
+
+def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
+    out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
         "fabric.llm/gpu-model": replica.gpu_model,
+        "fabric.llm/engine": replica.engine,
         "fabric.llm/quantization": replica.quantization,
         "fabric.llm/data-classes": ",".join(replica.data_classes),
     }
+    if replica.worker_nodes:
+        out["fabric.llm/nodes"] = ",".join(replica.nodes)
+    return out
+
+
+def _metadata(labels: dict[str, str], namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"name": labels[L.REPLICA], "namespace": namespace, "labels": labels, "annotations": annotations}
+
+
+def _workload(
+    replica: ReplicaPlacement, node: NodeManifest, namespace: str, options: StackOptions, pool: str
+) -> Manifest:
+    if replica.worker_nodes:
+        return _leader_worker_set(replica, node, namespace, options, pool)
+    queue = replica.dedicated_for or pool
+    labels = replica_labels(replica, queue)
+    selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
+    pod_spec = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options))
+    annotations = _annotations(replica)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": labels[L.REPLICA], "namespace": namespace, "labels": labels, "annotations": annotations},
+        "metadata": _metadata(labels, namespace, annotations),
         "spec": {
             "replicas": 1,
             # two pods of one replica would need twice its GPUs: stop the old one first
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+        },
+    }
+
+
+# The values of a worker's command line that depend on its place in the group: LeaderWorkerSet sets
+# LWS_LEADER_ADDRESS and LWS_WORKER_INDEX (1, 2, ...) in every pod; a shell expands them.
+_WORKER_RANK_VALUES = {
+    "--node-rank": "${LWS_WORKER_INDEX}",
+    "--master-addr": "${LWS_LEADER_ADDRESS}",
+    "--data-parallel-address": "${LWS_LEADER_ADDRESS}",
+}
+
+
+def worker_script(replica: ReplicaPlacement, gpus_per_node: int) -> str:
+    """`exec vllm serve ...` for the group's workers: the node-rank-1 arguments of the plan, with the values
+    that depend on the worker's index taken from LeaderWorkerSet's environment."""
+    args = list(replica.worker_engine_args)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        if flag in _WORKER_RANK_VALUES and i + 1 < len(args):
+            out += [flag, _WORKER_RANK_VALUES[flag]]
+            i += 2
+        elif flag == "--data-parallel-start-rank" and i + 1 < len(args):
+            out += [flag, f"$((LWS_WORKER_INDEX * {gpus_per_node}))"]
+            i += 2
+        else:
+            out.append(shlex.quote(flag))
+            i += 1
+    return "exec vllm serve " + " ".join(out)
+
+
+def _leader_worker_set(
+    replica: ReplicaPlacement, node: NodeManifest, namespace: str, options: StackOptions, pool: str
+) -> Manifest:
+    """A multi-node replica: one LeaderWorkerSet group, the leader (API server) on `replica.node`, one headless
+    worker on each other node. Kueue admits the group as one workload (the queue label on the set), so the
+    GPUs of every node count against the queue together; a pod failing (a drained node) restarts the group."""
+    queue = replica.dedicated_for or pool
+    labels = replica_labels(replica, queue)
+    annotations = _annotations(replica)
+    leader = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options))
+    worker_container = _container(replica, node, options)
+    worker_container["command"] = ["/bin/sh", "-c"]
+    worker_container["args"] = [worker_script(replica, len(replica.gpu_indices))]
+    for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe"):  # headless: no API server
+        worker_container.pop(key)
+    worker = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container)
+    # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
+    worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": _metadata(labels, namespace, annotations),
+        "spec": {
+            "replicas": 1,
+            "startupPolicy": "LeaderCreated",
+            "leaderWorkerTemplate": {
+                "size": len(replica.nodes),
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": {"metadata": {"labels": labels, "annotations": annotations}, "spec": leader},
+                "workerTemplate": {"metadata": {"labels": worker_labels, "annotations": annotations}, "spec": worker},
+            },
         },
     }

@@ -28,6 +28,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor
 from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
 from llm_fabric.engine.runtime.loop_detect import LoopDetector, LoopGuardSettings
+from llm_fabric.engine.runtime.loop_guard_params import period_bucket, request_settings
 
 logger = logging.getLogger("vllm.fabric.loop_guard")  # under vLLM's logger: its handlers and format
 
@@ -36,44 +37,6 @@ STOPS = Counter(
     "Generations ended by the fabric's loop guard (a repeated token cycle).",
     ["period_bucket"],
 )
-SETTING_KEYS = {
-    "loop_guard_max_period": "max_period",
-    "loop_guard_min_repeats": "min_repeats",
-    "loop_guard_min_span": "min_span",
-}
-
-
-def _period_bucket(period: int) -> str:
-    return "1" if period == 1 else "2-8" if period <= 8 else "9-32" if period <= 32 else "33+"
-
-
-_SWITCH: dict[object, bool] = {
-    True: True,
-    False: False,
-    "true": True,
-    "false": False,
-    "on": True,
-    "off": False,
-    "1": True,
-    "0": False,
-}
-
-
-def request_settings(base: LoopGuardSettings, extra_args: dict[str, Any] | None) -> LoopGuardSettings | None:
-    """The settings for one request, or None when the guard is off for it."""
-    extra = extra_args or {}
-    raw = extra.get("loop_guard", base.enabled)
-    # the OpenAI front end carries vllm_xargs as str/int/float: JSON true may arrive as 1 or "true"
-    enabled = _SWITCH.get(raw.lower() if isinstance(raw, str) else raw)
-    if enabled is None:
-        raise ValueError(f"vllm_xargs.loop_guard must be true or false, got {raw!r}")
-    if not enabled:
-        return None
-    overrides = {field: extra[key] for key, field in SETTING_KEYS.items() if key in extra}
-    for key, value in overrides.items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"vllm_xargs.loop_guard_{key} must be an integer")
-    return dataclasses.replace(base, **overrides) if overrides else base
 
 
 @dataclasses.dataclass
@@ -123,7 +86,7 @@ class LoopGuardLogitsProcessor(LogitsProcessor):  # type: ignore[misc]
                 if not tracked.stopped:
                     tracked.stopped = True
                     period = tracked.detector.period or 0
-                    STOPS.labels(period_bucket=_period_bucket(period)).inc()
+                    STOPS.labels(period_bucket=period_bucket(period)).inc()
                     logger.info("loop guard: ending a generation that repeats a %d-token cycle", period)
         self.looping = looping
 

@@ -1,4 +1,4 @@
-"""`amd-smi static --json`: AMD's successor of rocm-smi, one JSON object per GPU.
+"""`amd-smi static --json` (plus `static --partition --json`, `list --json`): rocm-smi's successor.
 
 Shapes it prints (amdsmi CLI, `amdsmi_commands.py` / `amdsmi_logger.py`):
 - ROCm 6.0-6.2: a bare list `[{"gpu": 0, "asic": {...}, ...}, ...]`;
@@ -8,7 +8,15 @@ Per GPU: `asic` (`market_name`, `device_id` "0x74a1", `asic_serial` "0x%016X",
 `driver_name`/`driver_version`), `vram.size` (`{"value": 196592, "unit": "MB"}`; older releases
 `vram_size_mb`), `ras.ecc_block_state` (`UMC`: ENABLED/DISABLED) and, when asked for or on older
 releases, `partition` (`accelerator_partition`/`compute_partition` SPX|DPX|CPX..., `partition_id`).
-A value it could not read is the string "N/A".
+A value it could not read is the string "N/A". From ROCm 6.4 `static` leaves the partition section
+out unless asked, so the probes also run `amd-smi static --partition --json` (the same envelope, one
+`partition` section per listed GPU) and `amd-smi list --json` (`gpu`, `bdf`, `uuid`, `kfd_id`,
+`node_id`, `partition_id` per listed GPU); both are joined to `static` by the `gpu` index. Partitions
+are folded into their physical GPU (`partitions.physical_gpus`).
+
+The driver version is the amdgpu module's (6.x) with amdgpu-dkms; with the amdgpu built into the
+Linux kernel, amd-smi prints the kernel's banner instead (`Linuxversion6.14.0-24-generic(...)`): that
+is reported as `in_kernel_driver`, never read as a driver version.
 
 The GPU's identity is its ASIC serial, lower-cased: the same string rocm-smi prints as `Unique ID`,
 so a machine enrolled with either tool keeps its GPU fingerprint.
@@ -22,28 +30,82 @@ from typing import Any
 
 from llm_fabric.enrollment.inventory import GpuDevice, GpuReport
 from llm_fabric.enrollment.parsers import values
+from llm_fabric.enrollment.parsers.partitions import partition_mode, physical_gpus
 from llm_fabric.errors import ParseError
 
 AMD_SMI_STATIC_COMMAND = "amd-smi static --json"
+AMD_SMI_PARTITION_COMMAND = "amd-smi static --partition --json"
+AMD_SMI_LIST_COMMAND = "amd-smi list --json"
 _HINT = "run `amd-smi static --json` on the machine and check that it prints a JSON list of GPUs"
 _JSON_START = re.compile(r"^\s*([\[{])", re.MULTILINE)
-_UNIFIED = ("SPX", "N/A")  # a partition mode that keeps one logical GPU per physical GPU
+_KERNEL_BANNER = re.compile(r"^\s*linux\s*version", re.IGNORECASE)
 
 
-def parse_amd_smi_static(text: str, command: str = AMD_SMI_STATIC_COMMAND) -> GpuReport:
+def parse_amd_smi_static(
+    text: str,
+    command: str = AMD_SMI_STATIC_COMMAND,
+    *,
+    partitions: dict[int, str | None] | None = None,
+    listing: dict[int, str] | None = None,
+) -> GpuReport:
+    """`partitions` (gpu -> mode, `parse_amd_smi_partition`) and `listing` (gpu -> bdf,
+    `parse_amd_smi_list`) fill in what `static` left out."""
     entries = _gpu_entries(_load(text, command), command)
     devices: list[GpuDevice] = []
     driver: str | None = None
+    in_kernel = False
     for position, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise ParseError(command, f"GPU entry {position} is {_kind(entry)}, not an object", hint=_HINT)
-        if _secondary_partition(entry):
-            continue  # DPX/CPX: partitions 1.. of a physical GPU are listed as GPUs of their own
-        devices.append(_device(entry, position, command))
-        driver = driver or _driver_version(entry.get("driver"))
+        device = _device(entry, position, command)
+        update: dict[str, Any] = {}
+        if device.partition_mode is None and partitions is not None and device.index in partitions:
+            update["partition_mode"] = partitions[device.index]
+        if device.pci_bus_id is None and listing is not None and device.index in listing:
+            update["pci_bus_id"] = listing[device.index]
+        devices.append(device.model_copy(update=update) if update else device)
+        raw_driver = _text(entry.get("driver"), "version", "driver_version")
+        if raw_driver is not None and _KERNEL_BANNER.match(raw_driver):
+            in_kernel = True
+        elif driver is None:
+            driver = values.version(raw_driver)
     if not devices:
         raise ParseError(command, "the GPU list is empty", hint="is the amdgpu driver loaded (`amd-smi list`)?")
-    return GpuReport(command=command, devices=devices, driver_version=driver)
+    return GpuReport(
+        command=command,
+        devices=physical_gpus(devices),
+        driver_version=None if in_kernel else driver,
+        in_kernel_driver=in_kernel,
+    )
+
+
+def parse_amd_smi_partition(text: str, command: str = AMD_SMI_PARTITION_COMMAND) -> dict[int, str | None]:
+    """gpu index -> compute partition mode (SPX, CPX..., `none` when the GPU has no partitioning)."""
+    modes: dict[int, str | None] = {}
+    for position, entry in enumerate(_gpu_entries(_load(text, command), command)):
+        if not isinstance(entry, dict):
+            raise ParseError(command, f"GPU entry {position} is {_kind(entry)}, not an object")
+        modes[_index(entry, position, command)] = _partition_mode(entry.get("partition"))
+    return modes
+
+
+def parse_amd_smi_list(text: str, command: str = AMD_SMI_LIST_COMMAND) -> dict[int, str]:
+    """gpu index -> PCI address (`bdf`); the function number of a partition's address is its partition."""
+    buses: dict[int, str] = {}
+    for position, entry in enumerate(_gpu_entries(_load(text, command), command)):
+        if not isinstance(entry, dict):
+            raise ParseError(command, f"GPU entry {position} is {_kind(entry)}, not an object")
+        bdf = _text(entry, "bdf", "gpu_bdf")
+        if bdf is not None:
+            buses[_index(entry, position, command)] = bdf
+    return buses
+
+
+def _index(entry: dict[str, Any], position: int, command: str) -> int:
+    index = entry.get("gpu", position)
+    if not isinstance(index, int) or isinstance(index, bool):
+        raise ParseError(command, f"GPU entry {position}: `gpu` is {_kind(index)}, not an index", hint=_HINT)
+    return index
 
 
 def _load(text: str, command: str) -> Any:
@@ -91,9 +153,7 @@ def _text(section: Any, *keys: str) -> str | None:
 
 def _device(entry: dict[str, Any], position: int, command: str) -> GpuDevice:
     asic, board = entry.get("asic"), entry.get("board")
-    index = entry.get("gpu", position)
-    if not isinstance(index, int) or isinstance(index, bool):
-        raise ParseError(command, f"GPU entry {position}: `gpu` is {_kind(index)}, not an index", hint=_HINT)
+    index = _index(entry, position, command)
     device_id = values.pci_device_id(_text(asic, "device_id"))
     name = _text(asic, "market_name") or _text(board, "product_name")
     if name is None and device_id is not None:
@@ -114,7 +174,7 @@ def _device(entry: dict[str, Any], position: int, command: str) -> GpuDevice:
         pci_device_id=device_id,
         memory_mib=_vram_mib(entry.get("vram")),
         compute_capability=_text(asic, "target_graphics_version"),
-        mig_enabled=_partitioned(entry.get("partition")),
+        partition_mode=_partition_mode(entry.get("partition")),
         ecc_enabled=_ecc(entry.get("ras")),
     )
 
@@ -132,24 +192,15 @@ def _vram_mib(vram: Any) -> int | None:
     return values.mib(f"{legacy} MB") if legacy is not None else None
 
 
-def _driver_version(driver: Any) -> str | None:
-    return values.version(_text(driver, "version", "driver_version"))
-
-
 def _partition_mode(partition: Any) -> str | None:
-    mode = _text(partition, "accelerator_partition", "compute_partition")
-    return mode.upper() if mode else None
-
-
-def _partitioned(partition: Any) -> bool | None:
-    mode = _partition_mode(partition)
-    return None if mode is None else mode not in _UNIFIED
-
-
-def _secondary_partition(entry: dict[str, Any]) -> bool:
-    partition = entry.get("partition")
-    part_id = _text(partition, "partition_id")
-    return bool(_partitioned(partition)) and part_id is not None and part_id != "0"
+    """The section's mode; `none` when it says N/A (no partitioning), None when it says nothing."""
+    if not isinstance(partition, dict):
+        return None
+    for key in ("accelerator_partition", "compute_partition"):
+        value = partition.get(key)
+        if isinstance(value, str):
+            return partition_mode(value)
+    return None
 
 
 def _ecc(ras: Any) -> bool | None:
