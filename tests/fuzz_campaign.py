@@ -158,11 +158,10 @@ def main_campaign() -> None:
                 for code in surfaces[name]():
                     counts[str(code)] += 1
             seconds = time.monotonic() - started
-            print(
-                json.dumps(
-                    {"surface": name, "cases": args.cases, "exit_codes": dict(counts), "seconds": round(seconds)}
-                )
-            )
+            row = {"surface": name, "cases": args.cases, "exit_codes": dict(counts), "seconds": round(seconds)}
+            print(json.dumps(row), flush=True)
+        for failure in FAILURES:  # the cases that gave exit 1 or hung, with their --debug traceback
+            print(json.dumps(failure), flush=True)
 
 
 if __name__ == "__main__":
