@@ -33,7 +33,11 @@ class Hang(Exception):
     pass
 
 
+HUNG: list[bool] = []
+
+
 def _alarm(_signum: int, _frame: FrameType | None) -> None:
+    HUNG.append(True)  # main() turns the exception into exit 1: the flag tells a hang from a crash
     raise Hang
 
 
@@ -42,6 +46,7 @@ FAILURES: list[dict[str, str]] = []
 
 def _run(argv: list[str], hang_after: int) -> int | str:
     signal.alarm(hang_after)
+    HUNG.clear()
     err = io.StringIO()
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
@@ -50,6 +55,8 @@ def _run(argv: list[str], hang_after: int) -> int | str:
         code = "hang"
     finally:
         signal.alarm(0)
+    if HUNG:
+        code = "hang"
     if code in (1, "hang"):
         FAILURES.append({"argv": " ".join(argv), "code": str(code), "stderr": err.getvalue()[-3000:]})
     return code

@@ -53,6 +53,15 @@ def test_impossible_dates_name_the_file_and_line(
     assert code == 2 and "dgx-b200-01.yaml:" in out and "not a valid date" in out
 
 
+def test_an_alias_inside_its_own_anchor_is_refused(site_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the fuzz campaign: `&a [*a]` made the alias check loop (and the old loader recurse)."""
+    (site_repo / "tenants" / "cerit-sc.yaml").write_text(
+        (site_repo / "tenants" / "cerit-sc.yaml").read_text() + "extra: &a [*a]\n"
+    )
+    code, out = _validate(site_repo, capsys)
+    assert code == 2 and "cerit-sc.yaml" in out and "contains it" in out
+
+
 @pytest.mark.parametrize(
     ("old", "new"),
     [

@@ -136,25 +136,30 @@ class _BoundedComposer(Composer):
 def _check_graph(root: Node) -> None:
     # expanded size per node, memoised by identity: an alias costs its target's full size, counted once per use
     sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # on the current path: meeting one again is an alias inside its own anchor
     order: list[tuple[Node, bool]] = [(root, False)]
     while order:
         node, children_done = order.pop()
         if id(node) in sizes:
             continue
-        tag = node.tag
-        if tag is not None and tag not in PLAIN_TAGS:
-            raise ConstructorError(
-                None,
-                None,
-                f"the tag {tag.replace(_YAML_TAG, '!!')} is not allowed here (plain YAML only)",
-                node.start_mark,
-            )
         children = _children(node)
         if not children_done:
+            if id(node) in open_nodes:
+                raise ConstructorError(None, None, "an alias refers to the value that contains it", node.start_mark)
+            tag = node.tag
+            if tag is not None and tag not in PLAIN_TAGS:
+                raise ConstructorError(
+                    None,
+                    None,
+                    f"the tag {tag.replace(_YAML_TAG, '!!')} is not allowed here (plain YAML only)",
+                    node.start_mark,
+                )
+            open_nodes.add(id(node))
             order.append((node, True))
             order.extend((c, False) for c in children if id(c) not in sizes)
             continue
-        size = 1 + sum(sizes.get(id(c), 1) for c in children)
+        open_nodes.discard(id(node))
+        size = 1 + sum(sizes[id(c)] for c in children)
         if size > MAX_NODES:
             raise ConstructorError(
                 None, None, f"the document expands to more than {MAX_NODES} values (aliases)", node.start_mark
