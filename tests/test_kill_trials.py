@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,9 @@ def _timed(*args: str) -> float:
     return time.monotonic() - started
 
 
+KILLS: Counter[str] = Counter()  # command -> "killed" / "finished first": printed at the end (pytest -s)
+
+
 def _killed(args: list[str], within: float) -> int | None:
     """Start `fabric ARGS`, SIGKILL it after a random part of `within` seconds; its exit code if it finished first."""
     proc = subprocess.Popen([FABRIC, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -53,7 +58,17 @@ def _killed(args: list[str], within: float) -> int | None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
     proc.wait()
-    return None if proc.returncode == -signal.SIGKILL else proc.returncode
+    killed = proc.returncode == -signal.SIGKILL
+    KILLS[
+        f"{args[0]} {args[1] if args[0] in ('nodes', 'keys') else ''}".strip() + (": killed" if killed else ": done")
+    ] += 1
+    return None if killed else proc.returncode
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kill_summary() -> Iterator[None]:
+    yield
+    print("\nkill trials:", dict(sorted(KILLS.items())))
 
 
 def _clean(repo: Path) -> bool:
