@@ -133,7 +133,8 @@ def records_case(site: Path, rng: random.Random, hang_after: int, work: Path) ->
     for _ in range(rng.randint(1, 3)):
         row = rng.choice(rows)
         field = rng.choice(sorted(row))
-        row[field] = rng.choice([*RECORD_VALUES, row["prompt_tokens"] + 1 if field == "cached_prompt_tokens" else -5])
+        above = row["prompt_tokens"] + 1 if isinstance(row["prompt_tokens"], int) else 10**6  # cached above prompt
+        row[field] = rng.choice([*RECORD_VALUES, above if field == "cached_prompt_tokens" else -5])
     (work / "records.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     shutil.rmtree(work / "report", ignore_errors=True)
     argv = ["report", "-C", str(site), "--month", "2026-10", "--requests", str(work / "records.jsonl")]
