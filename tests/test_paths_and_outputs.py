@@ -180,3 +180,14 @@ def test_a_killed_renders_temp_files_are_cleaned_by_the_rerun(
     (tmp_path / "other" / "brno" / "notes.yaml").write_text("mine: true\n")
     code, text = _run(capsys, "render", "-C", str(site_repo), "--out", str(tmp_path / "other"))
     assert code == 2 and "did not write" in text and (tmp_path / "other" / "brno" / "notes.yaml").exists()
+
+
+def test_nodes_verify_refuses_a_linked_manifest(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = tmp_path / "copy.yaml"
+    outside.write_text((site_repo / "nodes" / "dgx-b200-01.yaml").read_text())
+    (site_repo / "nodes" / "dgx-b200-01.yaml").unlink()
+    (site_repo / "nodes" / "dgx-b200-01.yaml").symlink_to(outside)
+    code, out = _run(capsys, "nodes", "verify", "-C", str(site_repo))
+    assert code == 3 and "symbolic links are not read" in out

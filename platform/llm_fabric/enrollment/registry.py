@@ -20,7 +20,7 @@ from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.signing import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
-from llm_fabric.site.paths import RETIRED, check_name, repo_path
+from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
 from llm_fabric.site.schemas import modeline
 
 NODES = "nodes"
@@ -178,6 +178,10 @@ def verify_nodes(root: Path) -> list[NodeStatus]:
     keys = load_public_keys(root)
     out = []
     for path in sorted((root / NODES).glob("*.yaml")):
+        unsafe = unsafe_entry(path)
+        if unsafe is not None:  # a link is not the repo's content, whatever it points at
+            out.append(NodeStatus(path.stem, path, None, unsafe.message))
+            continue
         try:
             manifest = load_model(path, NodeManifest)
         except ConfigError as exc:
