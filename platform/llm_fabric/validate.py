@@ -12,6 +12,7 @@ from pathlib import Path
 from llm_fabric.engine.site_checks import site_checks as engine_checks
 from llm_fabric.enrollment.signature_checks import check_node_signatures
 from llm_fabric.errors import Problem, UsageError
+from llm_fabric.gateway.site_checks import site_checks as gateway_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.site.loader import collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
@@ -23,7 +24,7 @@ def site_checks() -> list[SiteCheck]:
 
     Node signatures are checked apart (`check_node_signatures`), against the trust root of the run.
     """
-    return [*engine_checks, *policy_checks]
+    return [*engine_checks, *policy_checks, *gateway_checks]
 
 
 def validate_site(root: Path, base_rev: str | None = None) -> ValidationReport:

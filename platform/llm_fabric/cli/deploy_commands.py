@@ -24,10 +24,17 @@ STACKS = ("allocations", "serving", "observability")
 @site_repo_option(positional=True)
 @click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write.")
 @click.option("--site", "site", metavar="ID", help="Site whose cluster to render (default: the only site).")
+@click.option("--all-sites", is_flag=True, help="Render every site of fabric.yaml, each into OUT/SITE/, from one plan.")
 @click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), help="Plan JSON to deploy.")
 @click.option("--stack", "stacks", multiple=True, type=click.Choice(STACKS), help="Only these stacks (repeatable).")
 @click.option("--operator-repo", metavar="GIT_URL", help="Also write Pulumi Operator Stack resources for this remote.")
 @click.option("--operator-branch", default="main", show_default=True, help="Branch the operator deploys.")
+@click.option(
+    "--flux-repo",
+    metavar="GIT_URL",
+    help="Also write OUT/SITE/flux/: a Flux GitRepository + Kustomization pulling only that site's folder.",
+)
+@click.option("--flux-branch", default="main", show_default=True, help="Branch Flux pulls.")
 @click.option(
     "--check",
     is_flag=True,
@@ -46,10 +53,13 @@ def render_command(
     site_repo: Path,
     out: Path,
     site: str | None,
+    all_sites: bool,
     plan_file: Path | None,
     stacks: tuple[str, ...],
     operator_repo: str | None,
     operator_branch: str,
+    flux_repo: str | None,
+    flux_branch: str,
     check: bool,
     crds_dir: Path | None,
     as_json: bool,
@@ -66,6 +76,7 @@ def render_command(
       fabric render -C ./site --out ./site/deploy
       fabric render -C ./site --out ./site/deploy --check --crds ./crds
       fabric render -C ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
+      fabric render -C ./site --out ./site/deploy --all-sites --flux-repo ssh://git@git.example/fed/site.git
     """
     from llm_fabric.deploy.build import STACK_ORDER, load_inputs
     from llm_fabric.deploy.crd_validation import CrdSchemas, check_manifests
@@ -74,31 +85,58 @@ def render_command(
 
     if crds_dir is not None and not check:
         raise UsageError("--crds is used by --check", hint="add --check")
+    if all_sites and site is not None:
+        raise UsageError("--site and --all-sites exclude each other", hint="pass one of them")
     options = StackOptions(site_repo=site_repo, site=site, plan_file=plan_file)
-    inputs = load_inputs(options)
+    if all_sites:
+        from llm_fabric.site.loader import load_site
+
+        repo = load_site(site_repo)
+        first = load_inputs(options.model_copy(update={"site": next(iter(repo.config.sites))}), site=repo)
+    else:
+        first = load_inputs(options)
     crds = CrdSchemas.load(crds_dir) if crds_dir is not None else None  # a wrong folder fails before writing
     chosen = tuple(s for s in STACK_ORDER if s in stacks) if stacks else STACK_ORDER
-    version = inputs.site.config.sites[inputs.site_id].cluster.kubernetes_version
-    checked: list[CheckReport] = []
-    result = render_stacks(
-        inputs,
-        out,
-        stacks=chosen,
-        operator_repo=operator_repo,
-        operator_branch=operator_branch,
-        check=(lambda manifests: checked.append(check_manifests(manifests, version, crds))) if check else None,
-    )
-    report = checked[0] if checked else None
+    site_ids = list(first.site.config.sites) if all_sites else [first.site_id]
+    plan = first.the_plan() if all_sites else None  # one plan for every site: each folder holds its own part
+    rendered = []
+    for site_id in site_ids:
+        inputs = (
+            first
+            if site_id == first.site_id
+            else load_inputs(options.model_copy(update={"site": site_id}), site=first.site, plan=plan)
+        )
+        if plan is not None:
+            inputs.plan = plan
+        version = inputs.site.config.sites[site_id].cluster.kubernetes_version
+        checked: list[CheckReport] = []
+
+        def run_check(manifests: list[tuple[Path, str]], v: str = version, into: list[CheckReport] = checked) -> None:
+            into.append(check_manifests(manifests, v, crds))
+
+        result = render_stacks(
+            inputs,
+            out,
+            stacks=chosen,
+            operator_repo=operator_repo,
+            operator_branch=operator_branch,
+            flux_repo=flux_repo,
+            flux_branch=flux_branch,
+            check=run_check if check else None,
+        )
+        rendered.append((result, checked[0] if checked else None))
     if as_json:
-        print_json(result.as_dict() | ({"check": report.as_dict()} if report is not None else {}))
+        dicts = [r.as_dict() | ({"check": c.as_dict()} if c is not None else {}) for r, c in rendered]
+        print_json(dicts if all_sites else dicts[0])
         return
-    counts = ", ".join(f"{n} {stack}" for stack, n in result.objects.items())
-    console.print(f"rendered site [bold]{result.site}[/] into {out / result.site}: {counts} objects")
-    console.print(f"{len(result.files)} files written or unchanged, {len(result.removed)} stale files removed")
-    for path in result.removed:
-        console.print(f"  removed {path}", markup=False)
-    if report is not None:
-        _print_check(report)
+    for result, report in rendered:
+        counts = ", ".join(f"{n} {stack}" for stack, n in result.objects.items())
+        console.print(f"rendered site [bold]{result.site}[/] into {out / result.site}: {counts} objects")
+        console.print(f"{len(result.files)} files written or unchanged, {len(result.removed)} stale files removed")
+        for path in result.removed:
+            console.print(f"  removed {path}", markup=False)
+        if report is not None:
+            _print_check(report)
 
 
 def _print_check(report: CheckReport) -> None:

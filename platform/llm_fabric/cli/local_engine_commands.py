@@ -6,12 +6,13 @@ from __future__ import annotations
 import signal
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
+from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.engine.local.traffic import nearest_rank, plan_burst, send_burst, write_records
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -88,21 +89,26 @@ def run_command(
     engine = start_engine(model, folder, engine_args=args, env=cpu_stand_in_env(command.env), port=port)
     console.print(f"vLLM pid {engine.pid} on {engine.base_url}; log {engine.log_path}")
     console.print("args: " + " ".join(args), markup=False)
-    # SIGTERM (a script stopping us) must stop vLLM too, during start-up as well: it runs in its own session
+    serve_until_stopped(engine, timeout, once=(lambda: _smoke(engine.base_url, recipe.id)) if smoke else None)
+
+
+def serve_until_stopped(server: LocalEngine, timeout: float, once: Callable[[], None] | None = None) -> None:
+    """Wait for health, then `once()` and stop, or serve until Ctrl-C/SIGTERM; the server is stopped either way."""
+    # SIGTERM (a script stopping us) must stop the server too, during start-up as well: it runs in its own session
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        seconds = engine.wait_healthy(timeout)
-        console.print(f"[green]healthy[/] after {seconds:.0f} s")
-        if smoke:
-            _smoke(engine.base_url, recipe.id)
+        seconds = server.wait_healthy(timeout)
+        console.print(f"[green]healthy[/] after {seconds:.0f} s: {server.base_url}")
+        if once is not None:
+            once()
             return
-        while engine.alive():
+        while server.alive():
             time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:
-        status = engine.stop()
-        console.print(f"stopped vLLM (pid {engine.pid}, exit {status})")
+        status = server.stop()
+        console.print(f"stopped {server.label} (pid {server.pid}, exit {status})")
 
 
 def _smoke(base_url: str, model: str) -> None:

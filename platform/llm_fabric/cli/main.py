@@ -35,6 +35,8 @@ COMMANDS: dict[str, str] = {
     "keys": "enroll_commands",
     "nodes": "enroll_commands",
     "engine": "local_engine_commands",
+    "gateway": "gateway_commands",
+    "tenants": "tenant_commands",
     "gpus": "hardware_commands",
 }
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from llm_fabric.deploy.manifests import Bundle
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
+from llm_fabric.deploy.resources.gateway import build_gateway_bundles
 from llm_fabric.deploy.resources.observability import build_observability
 from llm_fabric.deploy.resources.serving import build_serving
 from llm_fabric.deploy.sites import resolve_site
@@ -50,9 +51,11 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
     if stack == "allocations":
         return build_allocations(inputs.site, inputs.site_id)
     if stack == "serving":
-        serving = build_serving(inputs.site, inputs.the_plan(), inputs.site_id, inputs.namespace, inputs.options)
+        plan = inputs.the_plan()
+        serving = build_serving(inputs.site, plan, inputs.site_id, inputs.namespace, inputs.options)
+        gateway = build_gateway_bundles(inputs.site, plan, inputs.site_id, inputs.namespace)
         # the namespace comes first; the LocalQueues live in it and the workloads name them
-        return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:]
+        return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + gateway
     if stack == "observability":
         return build_observability(inputs.namespace, inputs.options)
     raise UsageError(f"unknown stack `{stack}`", hint=f"one of {', '.join(STACK_ORDER)}")

@@ -27,12 +27,16 @@ from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 
 Manifest = dict[str, Any]
 _CRD_KIND = "CustomResourceDefinition"
+# API groups under k8s.io that a cluster gets from CRDs, not from Kubernetes itself
+_CRD_GROUPS_UNDER_K8S_IO = {"gateway.networking.k8s.io", "inference.networking.k8s.io"}
 
 
 def is_core(obj: Manifest) -> bool:
     """Kinds of Kubernetes itself (the schemas kubernetes-validate bundles), not of a CRD."""
     api = str(obj.get("apiVersion", ""))
     group = api.rsplit("/", 1)[0] if "/" in api else ""
+    if group in _CRD_GROUPS_UNDER_K8S_IO:
+        return False
     return group in ("", "apps") or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 

@@ -4,7 +4,9 @@ Layout under OUT, per site: `<site>/<stack>/<kind>-<name>.yaml` and a `kustomiza
 stack folder and one above them (`kubectl apply -k OUT/<site>` applies all three in order).
 Files a previous render wrote that the site repo no longer yields are removed, so that a GitOps
 controller prunes them. With `operator_repo`, `<site>/operator/` holds Pulumi Kubernetes Operator
-`Stack` resources that run the same stacks from the site repo's git remote.
+`Stack` resources that run the same stacks from the site repo's git remote; with `flux_repo`,
+`<site>/flux/` holds the Flux GitRepository and Kustomization that make the site's cluster pull its
+own folder (and only it) from that remote.
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ def render_stacks(
     stacks: tuple[str, ...] = STACK_ORDER,
     operator_repo: str | None = None,
     operator_branch: str = "main",
+    flux_repo: str | None = None,
+    flux_branch: str = "main",
     check: Callable[[list[tuple[Path, str]]], object] | None = None,
 ) -> RenderResult:
     """Render, then (with `check`) validate the manifests' texts, then write: a refused check writes nothing."""
@@ -110,6 +114,8 @@ def render_stacks(
     texts[site_dir / KUSTOMIZATION] = dump_yaml(kustomization(list(stacks)))
     if operator_repo is not None:
         _render_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, texts)
+    if flux_repo is not None:
+        _render_flux(inputs, site_dir, flux_repo, flux_branch, result, texts)
     if check is not None:
         check([(path, texts[path]) for path in result.manifests])
     # OUT/SITE is the render's own (a marker file): stale files and a killed run's temp files go, nothing else
@@ -145,6 +151,57 @@ def _render_stack(folder: Path, bundles: list[Bundle], result: RenderResult, tex
     result.removed.extend(stale for stale in sorted(folder.glob("*.yaml")) if stale.name not in keep)
 
 
+def _repo_relative(inputs: StackInputs, site_dir: Path, option: str) -> Path:
+    """The site's folder relative to the site repo: what a controller pulling the repo's remote finds."""
+    root = inputs.site.root.resolve()
+    try:
+        return site_dir.resolve().relative_to(root)
+    except ValueError as exc:
+        raise UsageError(
+            f"{option} needs the output inside the site repo ({root}); {site_dir} is not",
+            hint=f"render into a folder of the site repo, e.g. --out {root / 'deploy'}",
+        ) from exc
+
+
+def _render_flux(
+    inputs: StackInputs, site_dir: Path, repo: str, branch: str, result: RenderResult, texts: dict[Path, str]
+) -> None:
+    """`<site>/flux/`: a Flux GitRepository that pulls only this site's folder, with this site's own
+    credentials, and a Flux Kustomization that applies it. Each site's cluster gets only its own pair."""
+    rel = _repo_relative(inputs, site_dir, "--flux-repo").as_posix()
+    name = f"llm-fabric-{inputs.site_id}"
+    source: Manifest = {
+        "apiVersion": "source.toolkit.fluxcd.io/v1",
+        "kind": "GitRepository",
+        "metadata": {"name": name, "namespace": "flux-system"},
+        "spec": {
+            "url": repo,
+            "ref": {"branch": branch},
+            "interval": "1m",
+            "secretRef": {"name": f"{name}-git"},  # this site's read credentials, created on its cluster only
+            "ignore": f"/*\n!/{rel}/\n",  # everything but this site's folder stays out of the artifact
+        },
+    }
+    apply: Manifest = {
+        "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
+        "kind": "Kustomization",
+        "metadata": {"name": name, "namespace": "flux-system"},
+        "spec": {
+            "interval": "10m",
+            "path": f"./{rel}",
+            "prune": True,
+            "wait": True,
+            "sourceRef": {"kind": "GitRepository", "name": name},
+        },
+    }
+    names = []
+    for obj in (source, apply):
+        names.append(file_name(obj))
+        texts[site_dir / "flux" / file_name(obj)] = dump_yaml(obj)
+        result.manifests.append(site_dir / "flux" / file_name(obj))
+    texts[site_dir / "flux" / KUSTOMIZATION] = dump_yaml(kustomization(names))
+
+
 def _render_operator(
     inputs: StackInputs,
     site_dir: Path,
@@ -154,14 +211,7 @@ def _render_operator(
     result: RenderResult,
     texts: dict[Path, str],
 ) -> None:
-    root = inputs.site.root.resolve()
-    try:
-        rel = site_dir.resolve().relative_to(root)
-    except ValueError as exc:
-        raise UsageError(
-            f"--operator-repo needs the output inside the site repo ({root}); {site_dir} is not",
-            hint=f"render into a folder of the site repo, e.g. --out {root / 'deploy'}",
-        ) from exc
+    rel = _repo_relative(inputs, site_dir, "--operator-repo")
     names: list[str] = []
     for i, stack in enumerate(stacks):
         project = site_dir / "pulumi" / stack

@@ -169,6 +169,10 @@ def engine_command(
         str(max_num_seqs or default_max_num_seqs(gpu)),
         "--enable-prefix-caching",
         "--enable-chunked-prefill",
+        # usage on every response, streamed ones too, with the cached prompt tokens: the gateway's meter
+        # reads them, and the ledger's cached-input line is wrong without them
+        "--enable-prompt-tokens-details",
+        "--enable-force-include-usage",
     ]
     args += _parser_args(recipe)
     override = generation_override(recipe, max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p)
@@ -181,8 +185,16 @@ def engine_command(
         guard = loop_guard_flags(recipe.id)
         args += guard.args
         env |= guard.env
-    request_defaults: dict[str, float | int] = {"max_tokens": int(override["max_new_tokens"])}
+    defaults = request_defaults(recipe, max_output_tokens=max_output_tokens, presence_penalty=presence_penalty)
+    return EngineCommand(args=args, env=env, request_defaults=defaults)
+
+
+def request_defaults(
+    recipe: Recipe, *, max_output_tokens: int | None = None, presence_penalty: float | None = None
+) -> dict[str, float | int]:
+    """What the gateway puts in every request: the output cap, and the penalty vLLM's override cannot set."""
+    out: dict[str, float | int] = {"max_tokens": max_output_tokens or recipe.generation.max_output_tokens}
     penalty = presence_penalty if presence_penalty is not None else recipe.generation.presence_penalty
     if penalty is not None:
-        request_defaults["presence_penalty"] = penalty
-    return EngineCommand(args=args, env=env, request_defaults=request_defaults)
+        out["presence_penalty"] = penalty
+    return out

