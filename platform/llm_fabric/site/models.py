@@ -159,7 +159,8 @@ class FabricConfig(FabricModel):
 
 
 _REAL_UUID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{7,127}$")
-_PLACEHOLDER_UUID = re.compile(r"N/?A|unknown|not.?supported|^(GPU-)?[0:x-]+$", re.IGNORECASE)
+# what drivers print when they have no UUID: `[N/A]` already fails _REAL_UUID; masked captures are all zeros
+_PLACEHOLDER_UUID = re.compile(r"unknown|^(GPU-|MIG-)?[0:x-]+$", re.IGNORECASE)
 
 
 class GpuInventory(FabricModel):
