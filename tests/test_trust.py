@@ -202,3 +202,22 @@ def test_retired_nodes_release_their_gpus(site_repo: Path, capsys: pytest.Captur
     _forged_node(site_repo, "b200-renamed", _federation_key(site_repo), fresh_uuids=False)
     code, out = _run(capsys, "validate", "-C", str(site_repo))
     assert code == 0, out
+
+
+def test_a_keyring_outside_the_repo_is_a_trust_root_too(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keyring = tmp_path / "keyring"
+    keyring.mkdir()
+    for pub in (site_repo / "keys").glob("*.pub"):
+        (keyring / pub.name).write_bytes(pub.read_bytes())
+    assert _run(capsys, "validate", "-C", str(site_repo), "--keyring", str(keyring))[0] == 0
+    attacker = Ed25519PrivateKey.generate()
+    _write_pub(site_repo / "keys" / "attacker.pub", attacker)
+    _forged_node(site_repo, "rogue-box", attacker)
+    # no base revision needed: the keyring is the root, and the repo's new key is not in it
+    assert _run(capsys, "validate", "-C", str(site_repo))[0] == 0  # judged by its own keys/, the repo looks fine
+    code, out = _run(capsys, "validate", "-C", str(site_repo), "--keyring", str(keyring))
+    assert code == 3 and "attacker.pub" in out and "rogue-box" in out
+    code, out = _run(capsys, "plan", "-C", str(site_repo), "--keyring", str(keyring))
+    assert code == 3 and "key change" in out

@@ -140,13 +140,13 @@ def load_public_keys(site_root: Path) -> dict[str, Ed25519PublicKey]:
     return {key_id(key): key for key in public_key_files(site_root).values()}
 
 
-def public_key_files(site_root: Path) -> dict[str, Ed25519PublicKey]:
-    """keys/*.pub by file name (a symlink or a file that is not a PEM key is a UsageError naming it)."""
+def public_key_files(site_root: Path, folder: str = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
+    """ROOT/keys/*.pub by file name (a symlink or a file that is not a PEM key is a UsageError naming it)."""
     keys: dict[str, Ed25519PublicKey] = {}
-    folder = site_root / KEYS_DIR
-    if folder.is_symlink():
-        raise UsageError(f"{folder} is a symbolic link", hint="keys/ must be a plain folder of the site repo")
-    for path in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
+    folder_path = site_root / folder
+    if folder_path.is_symlink():
+        raise UsageError(f"{folder_path} is a symbolic link", hint="keys/ must be a plain folder of the site repo")
+    for path in sorted(folder_path.glob("*.pub")) if folder_path.is_dir() else []:
         if path.is_symlink() or not path.is_file():
             raise UsageError(f"{path} is not a plain file", hint="replace it with the PEM file itself")
         key = parse_public_key(_read_small(path), path)

@@ -90,9 +90,12 @@ class TrustRoot:
             )
 
 
-def trust_root(root: Path, base_rev: str | None = None) -> TrustRoot:
-    """The repo's own keys, or with `base_rev` the base revision's keys plus the keys they endorsed."""
+def trust_root(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> TrustRoot:
+    """The repo's own keys; with `base_rev` the base revision's keys plus the keys they endorsed; with
+    `keyring` (a folder of *.pub outside the repo) the keyring's keys plus the repo keys they endorsed."""
     current = public_key_files(root)
+    if keyring is not None:
+        return _judged_by_keyring(root, current, keyring, base_rev)
     if base_rev is None:
         return TrustRoot({key_id(k): k for k in current.values()})
     _check_revision(root, base_rev)
@@ -117,17 +120,48 @@ def trust_root(root: Path, base_rev: str | None = None) -> TrustRoot:
             trust.changes.append(KeyChange(kind, file, kid, old_id, endorsed_by=kid))
             trust.keys[kid] = new
             continue
-        endorsement = root / KEYS_DIR / (name + ENDORSEMENT_SUFFIX)
-        signer: str | None = None
-        problem: str | None = f"no endorsement ({file}{ENDORSEMENT_SUFFIX}) by a key the base trusts"
-        if endorsement.is_file() and not endorsement.is_symlink():
-            signer, problem = endorsement_signer(new, endorsement.read_bytes()[:65536], trusted_base)
-        trust.changes.append(KeyChange(kind, file, kid, old_id, signer, problem))
-        if signer is not None:
-            trust.keys[kid] = new
-        else:
-            trust.refused.append(Problem(f"key {kid} {kind}: {problem}", file=root / file))
+        _judge_new_key(trust, root, name, new, kind, old_id, trusted_base)
     trust.refused += _retirements_undone(root, base_rev)
+    return trust
+
+
+def _judge_new_key(
+    trust: TrustRoot, root: Path, name: str, new: Ed25519PublicKey, kind: Literal["added", "replaced"],
+    old_id: str | None, trusted: dict[str, Ed25519PublicKey],
+) -> None:  # fmt: skip
+    """Trust `new` (keys/NAME) when an endorsement by one of `trusted` holds; list the change either way."""
+    file = f"{KEYS_DIR}/{name}"
+    kid = key_id(new)
+    endorsement = root / KEYS_DIR / (name + ENDORSEMENT_SUFFIX)
+    signer: str | None = None
+    problem: str | None = f"no endorsement ({file}{ENDORSEMENT_SUFFIX}) by a trusted key"
+    if endorsement.is_file() and not endorsement.is_symlink():
+        signer, problem = endorsement_signer(new, endorsement.read_bytes()[:65536], trusted)
+    trust.changes.append(KeyChange(kind, file, kid, old_id, signer, problem))
+    if signer is not None:
+        trust.keys[kid] = new
+    else:
+        trust.refused.append(Problem(f"key {kid} {kind}: {problem}", file=root / file))
+
+
+def _judged_by_keyring(
+    root: Path, current: dict[str, Ed25519PublicKey], keyring: Path, base_rev: str | None
+) -> TrustRoot:
+    """Keys of the repo judged by a keyring the operator keeps outside it: what is not in it needs its endorsement."""
+    if not keyring.is_dir() or keyring.is_symlink():
+        raise UsageError(f"keyring {keyring} is not a folder", hint="a folder of the federation's *.pub files")
+    ring = {key_id(k): k for k in public_key_files(keyring, folder=".").values()}
+    if not ring:
+        raise UsageError(f"keyring {keyring} holds no Ed25519 *.pub key", hint="copy the federation's keys there")
+    trust = TrustRoot({}, base_rev, dict(ring))
+    for name, key in sorted(current.items()):
+        if key_id(key) in ring:
+            trust.keys[key_id(key)] = key
+        else:
+            _judge_new_key(trust, root, name, key, "added", None, ring)
+    if base_rev is not None:
+        _check_revision(root, base_rev)
+        trust.refused += _retirements_undone(root, base_rev)
     return trust
 
 

@@ -27,13 +27,14 @@ def site_checks() -> list[SiteCheck]:
     return [*engine_checks, *policy_checks, *gateway_checks]
 
 
-def validate_site(root: Path, base_rev: str | None = None) -> ValidationReport:
-    """`base_rev`: judge the nodes by that revision's keys, list key changes, refuse untrusted ones (exit 3)."""
+def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> ValidationReport:
+    """`base_rev` (or `keyring`, a folder of keys outside the repo): judge the nodes by its keys, list key
+    changes, refuse untrusted ones (exit 3)."""
     site, problems = collect_site(root)
     report = ValidationReport(root=root, problems=list(problems))
     trust: TrustRoot | None = None
     try:
-        trust = trust_root(root, base_rev) if site is not None else None
+        trust = trust_root(root, base_rev, keyring) if site is not None else None
     except UsageError as exc:
         report.problems.append(Problem(exc.message, file=root / "keys", hint=exc.hint))
     if trust is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
 @click.command("plan")
 @site_repo_option(positional=True)
 @click.option("--base", "base_rev", metavar="REV", help="Compare with the site repo at this git revision.")
+@keyring_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document (with its diff) as JSON.")
 @click.option(
     "-o",
@@ -45,7 +46,13 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
     help="Solver time limit (default 10, or $FABRIC_PLAN_TIME_LIMIT).",
 )
 def plan_command(
-    site_repo: Path, base_rev: str | None, as_json: bool, output: Path | None, fmt: str, time_limit: float | None
+    site_repo: Path,
+    base_rev: str | None,
+    keyring: Path | None,
+    as_json: bool,
+    output: Path | None,
+    fmt: str,
+    time_limit: float | None,
 ) -> int:
     """Plan the placement of every deployment of the site repo (the current folder, or -C DIR).
 
@@ -69,7 +76,7 @@ def plan_command(
     from llm_fabric.trust import load_trusted_site, trust_root
 
     # with --base the nodes are judged by the base revision's keys: a change cannot vouch for itself
-    trust = trust_root(site_repo, base_rev)
+    trust = trust_root(site_repo, base_rev, keyring)
     for change in trust.changes:
         err_console.print(f"key change: {change.describe()}", markup=False)
     trust.require_accepted()
