@@ -60,16 +60,6 @@ class KeyChange:
             what += f", was {self.old_key_id}"
         return what + (f", endorsed by trusted key {self.endorsed_by}" if self.endorsed_by else f": {self.problem}")
 
-    def as_dict(self) -> dict[str, str | None]:
-        return {
-            "change": self.change,
-            "file": self.file,
-            "key_id": self.key_id,
-            "old_key_id": self.old_key_id,
-            "endorsed_by": self.endorsed_by,
-            "problem": self.problem,
-        }
-
 
 @dataclass
 class TrustRoot:
