@@ -191,3 +191,15 @@ def test_nodes_verify_refuses_a_linked_manifest(
     (site_repo / "nodes" / "dgx-b200-01.yaml").symlink_to(outside)
     code, out = _run(capsys, "nodes", "verify", "-C", str(site_repo))
     assert code == 3 and "symbolic links are not read" in out
+
+
+def test_init_of_the_current_folder_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    code, out = _run(capsys, "init", ".")
+    assert code == 2 and "current folder" in out
+    monkeypatch.chdir(tmp_path)
+    assert _run(capsys, "init", "here")[0] == 0  # an existing empty folder is fine from outside it
+    assert (tmp_path / "here" / ".git").is_dir()

@@ -61,7 +61,11 @@ def init_site(root: Path, example: str | None = None, key_path: Path | None = No
         raise UsageError(f"{root} exists and is not empty", hint="choose a new folder for the site repo")
     if example is not None and example not in examples():
         raise UsageError(f"unknown example `{example}`", hint=f"available: {', '.join(examples())}")
-    staging = root.with_name(f".{root.name}.init-tmp")
+    target = root.resolve()
+    if target == Path.cwd().resolve():
+        # the repo is renamed into place: the current folder cannot be replaced under the shell that is in it
+        raise UsageError(f"{root} is the current folder", hint=f"run it from the parent: fabric init {target.name}")
+    staging = target.with_name(f".{target.name}.init-tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         if example is not None:
@@ -78,10 +82,10 @@ def init_site(root: Path, example: str | None = None, key_path: Path | None = No
         gitrepo.init_repo(staging)
         commit = gitrepo.commit_paths(staging, [Path(".")], f"fabric init{f' --example {example}' if example else ''}")
         # the site repo appears complete and committed, or not at all
-        root.parent.mkdir(parents=True, exist_ok=True)
-        if root.exists():
-            root.rmdir()
-        staging.rename(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.rmdir()
+        staging.rename(target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
