@@ -1,22 +1,26 @@
-"""Ledger aggregation speed and memory: `aggregate_records` vs plain DuckDB scan-and-aggregates.
+"""The ledger store's speed and memory: `fabric ledger ingest` against DuckDB's own COPY, and
+`fabric report` from the rollups.
 
-Generates N request records (Parquet, under /tmp, reused when present), then times in fresh
-subprocesses (so peak RSS is per run), taking turns:
-- baseline: `SELECT model, count(*), sum(...) GROUP BY model` over 4 of the 8 columns (the issue's);
-- full-width baseline: the same plus the other 4 columns the books read (timestamps, tenants, status,
-  TTFT), each decoded with the cheapest aggregate that needs its values: the least work any ledger
-  must do, as DuckDB does it;
-- ledger: `aggregate_records` (one pass over Arrow batches, a compiled tally per CPU).
-Each worker imports its engine before the clock starts (import s is printed apart). Prints the
-median seconds of --runs, records/s, peak RSS, and the ledger's speed as a fraction of each baseline.
+Generates N request records once (Parquet and JSON Lines, with request ids as the gateway's meter
+writes them, under --dir, reused when present), then, in fresh processes taking turns (so a change in
+the shared machine's load hits both alike; peak RSS from wait4):
+- copy: DuckDB reading the same file and writing the same records itself,
+  `COPY (SELECT * FROM read_parquet/read_json(FILE)) TO 'out.parquet'` (the baseline);
+- ingest: `LedgerStore(new store).ingest([FILE])` (read, check, store, rollups, commit);
+and, for the largest size's Parquet store (the last ingest's, kept):
+- report: `fabric report --month 2026-11 --store STORE --out DIR` as a whole command (interpreter start,
+  site repo, rollups, rendering, signing) and its peak RSS.
+Prints the median seconds of --runs, records/s, the ingest's speed as a fraction of the copy's, RSS.
 
-    .venv/bin/python bench/ledger.py --sizes 1000000 10000000 50000000 --runs 3
+    PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes 1000000 10000000 --runs 3
+    PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes 50000000 --runs 2 --report-runs 5
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -31,104 +35,118 @@ PROFILES = {
     "gpt-oss-120b": (193, 2842),
 }
 TENANTS = [f"tenant-{i:02d}" for i in range(20)]
-BASELINES = {
-    "baseline": """SELECT model, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cached_prompt_tokens)
-                   FROM read_parquet('{path}') GROUP BY model""",
-    # each of the other columns decoded with the cheapest aggregate that needs its values (see
-    # bench/ledger_floor.py: max(tenant) would cost twice as much, count(tenant) need not decode it)
-    "full": """SELECT model, count(*), sum(prompt_tokens), sum(completion_tokens), sum(cached_prompt_tokens),
-                      sum(ttft_ms), max(ts), sum(strlen(tenant)), sum(strlen(status))
-               FROM read_parquet('{path}') GROUP BY model""",
-}
-KINDS = ("baseline", "full", "ledger")
+READERS = {"parquet": "read_parquet('{path}')", "jsonl": "read_json('{path}', format = 'newline_delimited')"}
 
 
-def worker(kind: str, path: Path) -> None:
-    began = time.perf_counter()
-    if kind in BASELINES:
+def worker(kind: str, path: Path, store: Path) -> None:
+    """One timed run; prints its seconds (imports before the clock)."""
+    if kind == "copy":
         import duckdb
 
         con = duckdb.connect(":memory:")
-        con.execute(f"SET threads = {len(os.sched_getaffinity(0))}")
-        imported = time.perf_counter()
-        con.execute(BASELINES[kind].format(path=path)).fetchall()
-    else:
-        import llm_fabric.ledger.record_batches  # noqa: F401  (pyarrow, as `import duckdb` for the baselines)
-        from llm_fabric.ledger.period import Month
-        from llm_fabric.ledger.tally import load_kernel
-        from llm_fabric.ledger.usage import aggregate_records, connect
+        out = store.with_suffix(".copy.parquet")
+        began = time.perf_counter()
+        con.execute(f"COPY (SELECT * FROM {READERS[path.suffix[1:]].format(path=path)}) TO '{out}' (FORMAT parquet)")
+        print(f"{time.perf_counter() - began:.6f}")
+        out.unlink()
+        return
+    from llm_fabric.ledger.store import LedgerStore
 
-        load_kernel()
-        con = connect(Path("/tmp"))
-        imported = time.perf_counter()
-        usage = aggregate_records(con, [path], Month.parse(MONTH))
-        assert usage is not None and usage.records_in_month > 0
-    print(f"{time.perf_counter() - imported:.6f} {imported - began:.6f}")
+    for old in (store, store.with_name(store.name + ".wal")):
+        old.unlink(missing_ok=True)
+    began = time.perf_counter()
+    with LedgerStore(store) as ledger:
+        result = ledger.ingest([path])
+    seconds = time.perf_counter() - began
+    assert result.added > 0 and result.bad == 0, result
+    print(f"{seconds:.6f}")
 
 
-def run_measure(kind: str, path: Path) -> tuple[float, float, float]:
-    """(seconds, peak RSS in MB, import seconds) of one run in a fresh interpreter (fork/exec: wait4 has its usage)."""
+def _timed(argv: list[str], out: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB) of a fresh process; its stdout goes to `out`."""
+    began = time.perf_counter()
     pid = os.fork()
     if pid == 0:
-        fd = os.open(f"{path}.{kind}.out", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(fd, 1)
-        os.execv(sys.executable, [sys.executable, __file__, "--worker", kind, str(path)])
+        os.execv(argv[0], argv)
     _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - began
     if status != 0:
-        raise SystemExit(f"{kind} run failed (status {status})")
-    seconds, imported = (float(x) for x in Path(f"{path}.{kind}.out").read_text().split())
-    return seconds, usage.ru_maxrss / 1024, imported
+        raise SystemExit(f"{' '.join(argv)} failed (status {status})")
+    return wall, usage.ru_maxrss / 1024
+
+
+def run_measure(kind: str, path: Path, store: Path) -> tuple[float, float]:
+    """(seconds as the worker timed them, peak RSS MB) of one run."""
+    out = store.with_suffix(f".{kind}.out")
+    _wall, rss = _timed([sys.executable, __file__, "--worker", kind, str(path), str(store)], out)
+    return float(out.read_text()), rss
+
+
+def report_runs(store: Path, site: Path, out: Path, runs: int) -> list[tuple[float, float]]:
+    code = "from llm_fabric.cli.main import run; run()"
+    argv = [sys.executable, "-c", code, "report", "-C", str(site), "--month", MONTH, "--store", str(store)]
+    return [_timed([*argv, "--out", str(out)], out.with_suffix(".log")) for _ in range(runs)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--formats", nargs="+", default=["parquet", "jsonl"], choices=list(READERS))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--report-runs", type=int, default=5)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/llm-fabric-bench"))
-    parser.add_argument("--delete", action="store_true", help="Delete each generated file after its runs.")
-    parser.add_argument("--worker", nargs=2, metavar=("KIND", "PATH"))
+    parser.add_argument("--worker", nargs=3, metavar=("KIND", "PATH", "STORE"))
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker[0], Path(args.worker[1]))
+        worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
         return
     from tests.fixtures.ledger_synthetic import generate_records
 
+    from llm_fabric.init import init_site
     from llm_fabric.ledger.period import Month
 
     args.dir.mkdir(parents=True, exist_ok=True)
-    print(
-        "| records | baseline s | full-width s | ledger s | ledger rec/s | vs baseline | vs full-width "
-        "| RSS MB baseline / full / ledger | import s full / ledger |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| records | format | copy s | ingest s | ingest rec/s | ingest / copy speed | RSS MB copy / ingest |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    store = args.dir / "bench.ledger.duckdb"
     for n in args.sizes:
-        path = args.dir / f"records-{n}.parquet"
-        if not path.exists():
-            t = time.perf_counter()
-            generate_records(path, Month.parse(MONTH), n, PROFILES, TENANTS)
-            print(f"(generated {n:,} records in {time.perf_counter() - t:.1f} s)", file=sys.stderr)
-        runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in KINDS}
-        for _ in range(args.runs):  # taking turns, so a change in the shared machine's load hits all alike
-            for kind in KINDS:
-                runs[kind].append(run_measure(kind, path))
-        print(
-            f"({n:,} records, each run's seconds: "
-            + "; ".join(f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items())
-            + ")",
-            file=sys.stderr,
-        )
-        sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
-        rss = {k: max(r[1] for r in v) for k, v in runs.items()}
-        imp = {k: statistics.median(r[2] for r in v) for k, v in runs.items()}
-        print(
-            f"| {n:,} | {sec['baseline']:.2f} | {sec['full']:.2f} | {sec['ledger']:.2f} | {n / sec['ledger']:,.0f} "
-            f"| {sec['baseline'] / sec['ledger']:.2f} | {sec['full'] / sec['ledger']:.2f} "
-            f"| {rss['baseline']:.0f} / {rss['full']:.0f} / {rss['ledger']:.0f} "
-            f"| {imp['full']:.2f} / {imp['ledger']:.2f} |",
-            flush=True,
-        )
-        if args.delete:
-            path.unlink()
+        for fmt in args.formats:
+            path = args.dir / f"ledger-{n}.{fmt}"
+            if not path.exists():
+                began = time.perf_counter()
+                generate_records(path, Month.parse(MONTH), n, PROFILES, TENANTS, request_ids=True)
+                print(f"(generated {path} in {time.perf_counter() - began:.1f} s)", file=sys.stderr)
+            runs: dict[str, list[tuple[float, float]]] = {"copy": [], "ingest": []}
+            for _ in range(args.runs):  # taking turns
+                for kind in runs:
+                    runs[kind].append(run_measure(kind, path, store))
+            each = "; ".join(f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items())
+            print(f"({n:,} {fmt}, each run's seconds: {each})", file=sys.stderr, flush=True)
+            sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
+            rss = {k: max(r[1] for r in v) for k, v in runs.items()}
+            print(
+                f"| {n:,} | {fmt} | {sec['copy']:.2f} | {sec['ingest']:.2f} | {n / sec['ingest']:,.0f} "
+                f"| {sec['copy'] / sec['ingest']:.2f} | {rss['copy']:.0f} / {rss['ingest']:.0f} |",
+                flush=True,
+            )
+            if fmt == "parquet" and n == max(args.sizes) and args.report_runs:
+                kept = args.dir / f"month-{n}.ledger.duckdb"
+                shutil.copyfile(store, kept)
+                site = args.dir / "site"
+                if not site.exists():
+                    init_site(site, "cerit-sc")
+                reports = report_runs(kept, site, args.dir / "report-out", args.report_runs)
+                walls = " ".join(f"{w:.2f}" for w, _ in reports)
+                print(
+                    f"\n`fabric report --month {MONTH}` from the rollups of {n:,} records: median "
+                    f"{statistics.median(w for w, _ in reports):.2f} s wall (runs: {walls}), "
+                    f"peak RSS {max(r for _, r in reports):.0f} MB\n",
+                    flush=True,
+                )
+    for leftover in (store, store.with_name(store.name + ".wal")):
+        leftover.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

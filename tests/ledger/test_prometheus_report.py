@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,69 @@ def test_unreachable_prometheus_names_the_url(site_repo: Path) -> None:
     site = load_site(site_repo)
     with pytest.raises(UsageError, match=f"Prometheus at {url} is unreachable after 3 attempts"):
         build_report(site, ReportInputs(Month.parse("2026-10"), [], prometheus_url=url))
+
+
+class _Gauges:
+    """vLLM's two queue gauges for two replicas on /metrics, as plain text (vLLM's names keep their colons:
+    prometheus-client would offer Prometheus 3 the underscore-escaped names)."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], float] = {
+            (g, r): 0.0 for g in ("num_requests_running", "num_requests_waiting") for r in ("0", "1")
+        }
+        gauges = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = gauges.text().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def text(self) -> str:
+        lines = []
+        for (gauge, replica), value in sorted(self.values.items()):
+            labels = f'deployment="qwen3-5",model_name="qwen3.5",replica="{replica}"'
+            lines.append(f"vllm:{gauge}{{{labels}}} {value}")
+        return "\n".join(lines) + "\n"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def test_live_peak_concurrency_and_queue_depth_from_the_engine_gauges(
+    prometheus_factory: Callable[..., PrometheusServer], site_repo: Path
+) -> None:
+    """A burst of a few seconds on two replicas' `vllm:num_requests_running`/`waiting`, scraped live: the
+    report's peak concurrency and queue depth are the burst's, not the 30-second grid's zeros around it."""
+    gauges = _Gauges()
+    try:
+        prom = prometheus_factory(scrape_configs=[scrape_job("vllm", [f"127.0.0.1:{gauges.httpd.server_port}"])])
+        prom.wait_for("vllm:num_requests_running", predicate=lambda r: len(r) == 2)
+        gauges.values.update(
+            {("num_requests_running", "0"): 7, ("num_requests_running", "1"): 2, ("num_requests_waiting", "0"): 3}
+        )
+        prom.wait_for("max(vllm:num_requests_running)", predicate=lambda r: bool(r) and r[0]["value"][1] == "7")
+        gauges.values.update(dict.fromkeys(gauges.values, 0.0))
+        prom.wait_for("max(vllm:num_requests_running)", predicate=lambda r: bool(r) and r[0]["value"][1] == "0")
+        now = datetime.now(UTC) + timedelta(seconds=1)
+        report = build_report(
+            load_site(site_repo), ReportInputs(Month(now.year, now.month), [], prometheus_url=prom.url, now=now)
+        )
+    finally:
+        gauges.stop()
+    row = next(r for r in report["usage_by_model"] if r["name"] == "qwen3-5")
+    # the busiest replica's own maximum at least; both replicas' sum when a grid step caught the burst
+    assert row["peak_concurrent_requests"] in (7, 9)
+    assert row["max_queue_depth"] == 3

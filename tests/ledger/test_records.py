@@ -1,4 +1,7 @@
-"""Request records with statistics known in advance: exact percentiles, tenants, natural keys, adapter."""
+"""Request records with statistics known in advance: exact percentiles, tenants, natural keys, adapter.
+
+Each file goes through the real path, ingested into a store (in memory) and read from its rollups; every
+figure is also computed from the stored records without the rollups, and the two must agree."""
 
 from __future__ import annotations
 
@@ -6,15 +9,25 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.usage import aggregate_records, connect
+from llm_fabric.ledger.store import LedgerStore
+from llm_fabric.ledger.usage import RecordUsage, from_records, from_rollups
 
 NOV = Month.parse("2026-11")
+
+
+def aggregate(paths: list[Path], month: Month = NOV) -> RecordUsage:
+    with LedgerStore(None) as store:
+        store.ingest(paths)
+        usage = from_rollups(store.con, month)
+        assert usage == from_records(store.con, month)
+        return usage
 
 
 def _write(path: Path, rows: list[dict[str, object]]) -> Path:
@@ -38,7 +51,7 @@ def _known(tmp_path: Path) -> Path:
                 "status": "ok" if i % 25 else "error",
             }
         )
-    for _ in range(1000):
+    for k in range(1000):
         rows.append(
             {
                 "ts": "2026-11-30T23:59:59Z",
@@ -47,6 +60,7 @@ def _known(tmp_path: Path) -> Path:
                 "prompt_tokens": 10,
                 "completion_tokens": 1,
                 "status": "200",
+                "request_id": f"b-{k}",  # 1000 requests alike but for their ids: 1000 records
             }
         )
     rows.append(
@@ -63,7 +77,7 @@ def _known(tmp_path: Path) -> Path:
 
 
 def test_exact_percentiles_and_totals(tmp_path: Path) -> None:
-    usage = aggregate_records(connect(), [_known(tmp_path)], NOV)
+    usage = aggregate([_known(tmp_path)])
     assert usage is not None
     a = usage.by_model["a"]
     assert a.prompt_percentiles == {50: 50, 95: 95, 99: 99}
@@ -90,17 +104,22 @@ def test_duplicate_request_ids_count_once(tmp_path: Path) -> None:
     }
     first = _write(tmp_path / "one.jsonl", [row, {**row, "request_id": "r-2"}])
     again = _write(tmp_path / "two.jsonl", [row])
-    usage = aggregate_records(connect(), [first, again], NOV)
+    usage = aggregate([first, again])
     assert usage is not None and usage.by_model["a"].tokens.requests == 2
 
 
-def test_missing_column_names_file_and_column(tmp_path: Path) -> None:
-    bad = _write(
-        tmp_path / "bad.jsonl",
-        [{"ts": "2026-11-05T00:00:00Z", "model": "a", "prompt_tokens": 1, "completion_tokens": 1, "status": "ok"}],
-    )
-    with pytest.raises(UsageError, match=r"bad.jsonl: request records lack column\(s\) tenant"):
-        aggregate_records(connect(), [bad], NOV)
+def test_a_record_without_tenant_is_bad_and_a_parquet_file_without_the_column_an_error(tmp_path: Path) -> None:
+    row = {"ts": "2026-11-05T00:00:00Z", "model": "a", "prompt_tokens": 1, "completion_tokens": 1, "status": "ok"}
+    bad = _write(tmp_path / "bad.jsonl", [{**row, "tenant": "t"}, row])
+    with LedgerStore(None) as store:
+        result = store.ingest([bad])
+    assert (result.added, result.bad) == (1, 1)
+    assert [str(b.as_problem()) for b in result.bad_listed] == [f"{bad}:2: tenant is missing"]
+    parquet = tmp_path / "bad.parquet"
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT 'a' AS model, TIMESTAMP '2026-11-05' AS ts, 1 AS prompt_tokens) TO '{parquet}'")
+    with pytest.raises(UsageError, match=r"bad.parquet: request records lack column\(s\) tenant, completion_tokens"):
+        aggregate([parquet])
 
 
 def test_litellm_spend_log_adapter(tmp_path: Path) -> None:
@@ -132,7 +151,7 @@ def test_litellm_spend_log_adapter(tmp_path: Path) -> None:
             "metadata": "{}",
         },
     ]
-    usage = aggregate_records(connect(), [_write(tmp_path / "spend.jsonl", rows)], NOV)
+    usage = aggregate([_write(tmp_path / "spend.jsonl", rows)])
     assert usage is not None
     q = usage.by_model["qwen3-5"]
     assert (q.tokens.requests, q.tokens.failed, q.tokens.input, q.tokens.cached_input) == (2, 1, 1500, 1000)
@@ -152,8 +171,7 @@ _row = st.tuples(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.lists(_row, min_size=1, max_size=300))
 def test_aggregates_match_a_plain_python_reference(tmp_path: Path, rows: list[tuple[str, str, int, int, int]]) -> None:
-    """Exact nearest-rank percentiles (per-length counts below tally.DENSE, sorted values above), sums, minute
-    peaks and days, read through DuckDB (JSON Lines)."""
+    """Exact nearest-rank percentiles, sums, minute peaks and days from JSON Lines, against plain Python."""
     path = _write(
         tmp_path / "h.jsonl",
         [
@@ -164,11 +182,12 @@ def test_aggregates_match_a_plain_python_reference(tmp_path: Path, rows: list[tu
                 "prompt_tokens": plen,
                 "completion_tokens": out,
                 "status": "ok",
+                "request_id": f"h-{i}",  # rows alike are distinct requests
             }
-            for m, t, plen, minute, out in rows
+            for i, (m, t, plen, minute, out) in enumerate(rows)
         ],
     )
-    usage = aggregate_records(connect(), [path], NOV)
+    usage = aggregate([path])
     assert usage is not None
 
     def nearest_rank(values: list[int]) -> dict[int, int]:
@@ -209,7 +228,7 @@ def test_nearest_rank_for_every_request_count_up_to_120(tmp_path: Path) -> None:
             }
             for x in lengths
         ]
-    usage = aggregate_records(connect(), [_write(tmp_path / "ranks.jsonl", rows)], NOV)
+    usage = aggregate([_write(tmp_path / "ranks.jsonl", rows)])
     assert usage is not None
     for n in range(1, 121):
         ordered = sorted((i * 7919) % 200_003 for i in range(1, n + 1))

@@ -36,8 +36,31 @@ def _replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None
     return {(r.deployment, str(r.index)): r.owner for r in plan.replicas}
 
 
+def _store(site_repo: Path, store: Path | None) -> Path:
+    """--store, else the store ledger.yaml names, else the default beside the site repo."""
+    from llm_fabric.documents import load_model
+    from llm_fabric.ledger.store import store_path
+    from llm_fabric.site.loader import LEDGER_FILE
+    from llm_fabric.site.models import LedgerConfig
+
+    if store is not None:
+        return store
+    ledger_yaml = site_repo / LEDGER_FILE
+    if not ledger_yaml.is_file():
+        raise UsageError(
+            f"{ledger_yaml} not found: no ledger store configured",
+            hint="pass --store FILE, or -C DIR for a site repo with a ledger.yaml",
+        )
+    return store_path(site_repo, load_model(ledger_yaml, LedgerConfig).store)
+
+
 def _inputs(
-    month: str, requests: tuple[Path, ...], fmt: str, prometheus: str | None, plan: Path | None
+    month: str,
+    requests: tuple[Path, ...],
+    fmt: str,
+    prometheus: str | None,
+    plan: Path | None,
+    store: Path | None = None,
 ) -> ReportInputs:
     from llm_fabric.ledger.report import ReportInputs
 
@@ -47,6 +70,7 @@ def _inputs(
         records_format=fmt,  # type: ignore[arg-type]
         prometheus_url=prometheus,
         replica_owners=_replica_owners(plan),
+        store=store,
     )
 
 
@@ -89,7 +113,17 @@ _common = [
     site_repo_option(),
     click.option("--prometheus", metavar="URL", help="Prometheus holding the engines' vLLM metrics."),
     click.option(
-        "--requests", "requests", multiple=True, type=_files, help="Request records (.jsonl/.parquet/.csv); repeatable."
+        "--requests",
+        "requests",
+        multiple=True,
+        type=_files,
+        help="Request records (.jsonl/.parquet/.csv), read into a temporary store instead of the ledger store; "
+        "repeatable.",
+    ),
+    click.option(
+        "--store",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="The ledger store (default: ledger.yaml's `store:`, else <site repo>.ledger.duckdb beside the repo).",
     ),
     click.option(
         "--requests-format",
@@ -124,6 +158,7 @@ def report_command(
     site_repo: Path,
     prometheus: str | None,
     requests: tuple[Path, ...],
+    store: Path | None,
     requests_format: str,
     plan: Path | None,
     month: str | None,
@@ -155,7 +190,7 @@ def report_command(
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
-    inputs = _inputs(month, requests, requests_format, prometheus, plan)
+    inputs = _inputs(month, requests, requests_format, prometheus, plan, None if requests else _store(site_repo, store))
     key, key_source = _signing_key(site_repo, sign_key)
     with err.status("building the report", spinner="dots") as status:
         report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
@@ -251,6 +286,7 @@ def exporter_command(
     site_repo: Path,
     prometheus: str | None,
     requests: tuple[Path, ...],
+    store: Path | None,
     requests_format: str,
     plan: Path | None,
     port: int,
@@ -271,8 +307,9 @@ def exporter_command(
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
-    with_books = bool(requests or prometheus)
-    inputs = _inputs("2000-01", requests, requests_format, prometheus, plan) if with_books else None
+    ledger_store = None if requests or site.ledger is None else _store(site_repo, store)
+    with_books = bool(requests or prometheus or (ledger_store is not None and ledger_store.is_file()))
+    inputs = _inputs("2000-01", requests, requests_format, prometheus, plan, ledger_store) if with_books else None
     registry = build_registry(site, inputs, refresh)
     if once:
         click.echo(generate_latest(registry).decode(), nl=False)
@@ -294,4 +331,126 @@ def exporter_command(
     thread.join(timeout=5)
 
 
-commands = [report_command, exporter_command]
+@click.group("ledger")
+def ledger_group() -> None:
+    """The ledger store: request records ingested once, daily rollups that `fabric report` reads.
+
+    \b
+    Examples:
+      fabric ledger ingest -C ./site gateway-2026-11-04.jsonl
+      fabric ledger status -C ./site
+      fabric ledger check -C ./site --month 2026-11
+    """
+
+
+_store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The ledger store (default: ledger.yaml's `store:`, else <site repo>.ledger.duckdb beside the repo).",
+)
+
+
+@ledger_group.command("ingest")
+@site_repo_option()
+@_store_option
+@click.argument("files", nargs=-1, required=True, type=_files)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "fabric", "litellm"]),
+    default="auto",
+    show_default=True,
+    help="Record schema: the fabric's (the gateway meter's), or a LiteLLM spend-log export.",
+)
+@click.option("--strict", is_flag=True, help="Ingest nothing if any record is bad (exit 2).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def ingest_command(
+    site_repo: Path, store: Path | None, files: tuple[Path, ...], fmt: str, strict: bool, as_json: bool
+) -> None:
+    """Add request records (JSON Lines, Parquet, LiteLLM spend logs) to the ledger store, once each.
+
+    Records already in the store (same request id on the same day, or the same content without an
+    id) are skipped; bad records are listed by file and line and left out (with --strict, nothing is
+    added). One transaction: an interrupted ingest leaves the store as it was.
+
+    \b
+    Examples:
+      fabric ledger ingest -C ./site gateway-2026-11-04.jsonl
+      fabric ledger ingest --store /srv/ledger/cerit.duckdb spend-logs.csv --format litellm --json
+    """
+    from llm_fabric.ledger.store import LedgerStore
+
+    path = _store(site_repo, store)
+    with (
+        err.status("ingesting", spinner="dots") as status,
+        LedgerStore(path) as ledger,
+    ):
+        result = ledger.ingest(list(files), fmt, strict=strict, progress=lambda msg: status.update(msg))  # type: ignore[arg-type]
+    if as_json:
+        print_json({"store": str(path), **result.as_dict()})
+        return
+    console.print(
+        f"{path}: {result.added:,} record(s) added, {result.duplicates:,} already there, {result.bad:,} bad "
+        f"(of {result.records:,} read from {len(files)} file(s)); rollups rebuilt for {len(result.days)} day(s)"
+    )
+    for bad in result.bad_listed:
+        console.print(f"  bad record: {bad.as_problem()}", markup=False)
+    if result.bad > len(result.bad_listed):
+        console.print(f"  ... and {result.bad - len(result.bad_listed):,} more (`--json` lists the first ones too)")
+
+
+@ledger_group.command("status")
+@site_repo_option()
+@_store_option
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
+    """What the ledger store holds: records, days, records per month, the last ingest.
+
+    \b
+    Example:
+      fabric ledger status -C ./site --json
+    """
+    from llm_fabric.ledger.store import LedgerStore
+
+    with LedgerStore(_store(site_repo, store), read_only=True, memory_limit="1GB") as ledger:
+        status = ledger.status()
+    if as_json:
+        print_json(status)
+        return
+    console.print(
+        f"{status['store']}: {status['records']:,} records, {status['first_day'] or '-'} to {status['last_day'] or '-'}"
+    )
+    for month, count in dict(status["months"]).items():  # type: ignore[call-overload]
+        console.print(f"  {month}: {count:,} records")
+    if status["last_ingest"]:
+        console.print(f"  last ingest: {status['last_ingest']}", markup=False)
+
+
+@ledger_group.command("check")
+@site_repo_option()
+@_store_option
+@click.option("--month", metavar="YYYY-MM", required=True, help="The month to check (UTC).")
+def check_command(site_repo: Path, store: Path | None, month: str) -> None:
+    """Recompute a month from the raw records and compare it with its rollups: exit 0 if equal, 1 if not.
+
+    \b
+    Example:
+      fabric ledger check -C ./site --month 2026-11
+    """
+    from llm_fabric.errors import FabricError
+    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.usage import from_records, from_rollups
+
+    period = Month.parse(month)
+    path = _store(site_repo, store)
+    with LedgerStore(path, read_only=True, memory_limit="1GB") as ledger:
+        rollups, records = from_rollups(ledger.con, period), from_records(ledger.con, period)
+    if rollups != records:
+        raise FabricError(
+            f"{path}: the rollups of {month} differ from its records",
+            hint="re-ingest any file of that month (its days are rebuilt), and report this as a bug",
+        )
+    console.print(f"{path}: {month}'s rollups agree with its {records.records_in_month:,} records")
+
+
+commands = [report_command, exporter_command, ledger_group]

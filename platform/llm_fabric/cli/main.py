@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "provision": "deploy_commands",
     "report": "ledger_commands",
     "exporter": "ledger_commands",
+    "ledger": "ledger_commands",
     "enroll": "enroll_commands",
     "facts": "enroll_commands",
     "keys": "enroll_commands",

@@ -5,7 +5,10 @@ day by day (range selectors, so no sample is skipped) and summed as reset-aware 
 from the last sample before the month. A series' first sample inside the month counts from there
 (what it held before is earlier traffic), like Prometheus' own `increase`. Peaks (tokens/s,
 concurrent requests, queue depth) are summed over replicas at each 30-second step first, then
-maximised; prompt-length percentiles come from the histogram and are approximate.
+maximised; the gauges' peaks (`vllm:num_requests_running`/`waiting`, SGLang's `num_running_reqs`/
+`num_queue_reqs`) are also never below the busiest replica's maximum over all its raw samples, so a
+burst between two steps still shows.
+Prompt-length percentiles come from the histogram and are approximate.
 
 SGLang's counters are read beside vLLM's: `sglang:prompt_tokens_total`, `sglang:cached_tokens_total`,
 `sglang:generation_tokens_total`, and requests as `sglang:num_requests_total` minus
@@ -153,8 +156,9 @@ def _fold_counters(
 
 
 def _max_over_month(
-    client: PrometheusClient, inner: str, month: Month, until: datetime, tick: Callable[[str], None]
+    client: PrometheusClient, query: str, month: Month, until: datetime, tick: Callable[[str], None]
 ) -> dict[str, float]:
+    """Per model, the largest value `query` (its range `{seconds}`s, a day at a time) returns in the month."""
     best: dict[str, float] = {}
     for day in month.days_until(until):
         start = datetime(day.year, day.month, day.day, tzinfo=UTC)
@@ -163,10 +167,25 @@ def _max_over_month(
         if seconds <= 0:
             continue
         tick(f"peaks {day.isoformat()}")
-        for item in client.query(f"max_over_time(({inner})[{seconds}s:{STEP}])", end):
+        # `replace`, not `format`: the selectors hold braces of their own
+        for item in client.query(query.replace("{seconds}", str(seconds)), end):
             key = _model_key(item["metric"])
             best[key] = max(best.get(key, 0.0), float(item["value"][1]))
     return best
+
+
+def _gauge_peaks(
+    client: PrometheusClient, gauge: str, month: Month, until: datetime, tick: Callable[[str], None]
+) -> dict[str, float]:
+    """Per model, a gauge's peak: its replicas summed on the STEP grid, and never less than the busiest
+    replica's own maximum over every raw sample. The grid alone misses a burst shorter than a step
+    (the live demo's 20-request burst read 0); the raw maximum is exact for a single replica."""
+    by = "sum by (deployment, model_name)"
+    summed = _max_over_month(client, f"max_over_time(({by} ({gauge}))[{{seconds}}s:{STEP}])", month, until, tick)
+    single = _max_over_month(
+        client, f"max by (deployment, model_name) (max_over_time({gauge}[{{seconds}}s]))", month, until, tick
+    )
+    return {key: max(summed.get(key, 0.0), single.get(key, 0.0)) for key in sorted(summed.keys() | single.keys())}
 
 
 def _percentiles(client: PrometheusClient, month: Month, until: datetime) -> dict[str, dict[int, int]]:
@@ -201,9 +220,11 @@ def engine_usage(
     _fold_counters(usage, _collect_samples(client, month, until, tick), month, owners or {})
     by = "sum by (deployment, model_name)"
     peaks: dict[str, Any] = {
-        "peak_output_tokens_per_s": _max_over_month(client, f"{by} (rate({GENERATION}[1m]))", month, until, tick),
-        "peak_concurrent_requests": _max_over_month(client, f"{by} ({RUNNING})", month, until, tick),
-        "max_queue_depth": _max_over_month(client, f"{by} ({WAITING})", month, until, tick),
+        "peak_output_tokens_per_s": _max_over_month(
+            client, f"max_over_time(({by} (rate({GENERATION}[1m])))[{{seconds}}s:{STEP}])", month, until, tick
+        ),
+        "peak_concurrent_requests": _gauge_peaks(client, RUNNING, month, until, tick),
+        "max_queue_depth": _gauge_peaks(client, WAITING, month, until, tick),
     }
     for attr, values in peaks.items():
         for key, value in values.items():

@@ -20,7 +20,7 @@ from llm_fabric.ledger.engine_usage import EngineModel, EngineUsage, engine_usag
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.promapi import PrometheusClient
 from llm_fabric.ledger.records import RecordFormat
-from llm_fabric.ledger.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures, aggregate_records, connect
+from llm_fabric.ledger.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import LedgerConfig
 
@@ -28,12 +28,24 @@ from llm_fabric.site.models import LedgerConfig
 @dataclass(frozen=True)
 class ReportInputs:
     month: Month
-    records: list[Path]
+    records: list[Path]  # ingested into a temporary store, in place of `store`
     records_format: RecordFormat = "auto"
     prometheus_url: str | None = None
     replica_owners: Mapping[tuple[str, str], str] | None = None
     now: datetime | None = None
     temp_dir: Path | None = None
+    store: Path | None = None  # the ledger store, read when no `records` are given and it exists
+    from_records: bool = False  # compute from the stored records, not the rollups (the oracle; same figures)
+
+
+@dataclass(frozen=True)
+class RecordOrigin:
+    """Where the records came from, for the report's `sources` and its data gaps."""
+
+    files: list[Path]  # given files (a temporary store), else empty
+    store: Path | None
+    bad: int = 0
+    bad_listed: tuple[str, ...] = ()
 
 
 def _money(value: Decimal | None) -> float | None:
@@ -111,7 +123,13 @@ def _ranges(days: list[date]) -> str:
     return ", ".join(text)
 
 
-def data_gaps(month: Month, now: datetime, records: RecordUsage | None, engine: EngineUsage | None) -> list[str]:
+def data_gaps(
+    month: Month,
+    now: datetime,
+    records: RecordUsage | None,
+    engine: EngineUsage | None,
+    origin: RecordOrigin | None = None,
+) -> list[str]:
     elapsed = month.days_until(now)
     gaps: list[str] = []
     if now < month.end:
@@ -126,8 +144,11 @@ def data_gaps(month: Month, now: datetime, records: RecordUsage | None, engine: 
             have = {d for (m, d) in records.daily if m == model}
             if lost := [d for d in elapsed if d not in have and d in days]:
                 gaps.append(f"request records: `{model}` has no records on {_ranges(lost)}")
-        if records.records_outside_month:
+        if records.records_outside_month and origin is not None and origin.files:
             gaps.append(f"request records: {records.records_outside_month} records outside {month} were left out")
+        if origin is not None and origin.bad:
+            shown = "; ".join(origin.bad_listed[:5])
+            gaps.append(f"request records: {origin.bad} bad record(s) left out ({shown})")
     if engine is None:
         gaps.append("no Prometheus given: peak concurrency, queue depth and the reconciliation are unavailable")
     else:
@@ -215,14 +236,38 @@ def _ledger_config(site: SiteRepo) -> LedgerConfig:
     return site.ledger
 
 
+def record_usage(
+    inputs: ReportInputs, progress: Callable[[str], None] | None = None
+) -> tuple[RecordUsage | None, RecordOrigin | None]:
+    """The month's usage from the rollups of a temporary store of `inputs.records`, else of the ledger store."""
+    from llm_fabric.ledger.store import LedgerStore  # DuckDB: only where records are read
+    from llm_fabric.ledger.usage import from_records, from_rollups
+
+    usage_of = from_records if inputs.from_records else from_rollups
+    if inputs.records:
+        with LedgerStore(None, temp_dir=inputs.temp_dir) as store:
+            result = store.ingest(inputs.records, inputs.records_format, progress=progress)
+            listed = tuple(str(b.as_problem()) for b in result.bad_listed)
+            return usage_of(store.con, inputs.month), RecordOrigin(inputs.records, None, result.bad, listed)
+    if inputs.store is None or not inputs.store.is_file():
+        return None, None
+    with LedgerStore(inputs.store, read_only=True, memory_limit="1GB", temp_dir=inputs.temp_dir) as store:
+        return usage_of(store.con, inputs.month), RecordOrigin([], inputs.store)
+
+
 def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Every figure of the month's report (see docs/ledger.md for each key)."""
     config = _ledger_config(site)
-    if not inputs.records and not inputs.prometheus_url:
-        raise UsageError("no usage data given", hint="pass --requests FILE and/or --prometheus URL")
+    has_store = inputs.store is not None and inputs.store.is_file()
+    if not inputs.records and not has_store and not inputs.prometheus_url:
+        where = f" (no ledger store at {inputs.store})" if inputs.store is not None else ""
+        raise UsageError(
+            f"no usage data given{where}",
+            hint="ingest records (fabric ledger ingest FILE), or pass --requests FILE and/or --prometheus URL",
+        )
     now = inputs.now or datetime.now(UTC)
     month = inputs.month
-    records = aggregate_records(connect(inputs.temp_dir), inputs.records, month, inputs.records_format, progress)
+    records, origin = record_usage(inputs, progress)
     engine = None
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
@@ -249,8 +294,9 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
             "records": None
             if records is None
             else {
-                "files": [p.name for p in records.source.files],
-                "formats": records.source.formats,
+                "files": [p.name for p in origin.files] if origin else [],
+                "store": origin.store.name if origin and origin.store else None,
+                "bad_records": origin.bad if origin else 0,
                 "records_in_month": records.records_in_month,
                 "records_outside_month": records.records_outside_month,
             },
@@ -269,5 +315,5 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
         "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
         "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
         "drift_warning_pct": float(config.drift_warning_pct),
-        "data_gaps": data_gaps(month, now, records, engine),
+        "data_gaps": data_gaps(month, now, records, engine, origin),
     }

@@ -1,49 +1,31 @@
 """Usage from request records: the figures the books take from them, per model, tenant and day.
 
-The records are read once (llm_fabric.ledger.record_batches) and tallied by a compiled loop, one tally
-per CPU (llm_fabric.ledger.tally, whose docstring states the invariants: integer tokens, exact sums,
-exact nearest-rank percentiles, records outside the month counted but not tallied). DuckDB reads
-what pyarrow cannot take as it is (JSON Lines, CSV, LiteLLM exports) and deduplicates by
-`request_id`. Natural keys: (model, tenant) pairs and (model, day); dicts come back sorted by them,
-so the same records give the same figures whatever order the threads read them in.
+Two ways to the same figures, both SQL over the store (llm_fabric.ledger.store):
+- `from_rollups` reads the rollups (llm_fabric.ledger.rollups): the month's `daily_usage` rows
+  (about 3,000 for 5 deployments and 20 tenants), its `minute_tokens` (~2 x 10^5) and its
+  precomputed `month_percentiles` (nearest rank, by a running sum over the month's length counts).
+- `from_records` reads the records themselves: grouping sets for the sums, `quantile_disc` for the
+  nearest-rank percentiles, per-minute sums for the peaks. It is the oracle the rollups are tested
+  against (`fabric ledger check` compares the two for a month).
+Both yield the same rows to the same Python, so equal rows give byte-identical books.
+
+Natural keys: (model, tenant) pairs and (model, day); dicts come back sorted by them. Token sums are
+integers; TTFT is summed in whole microseconds, so its mean does not depend on the order of records.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from datetime import date
+from typing import Any
 
 import duckdb
-import numpy as np
 
 from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.prompt_lengths import percentiles_by
-from llm_fabric.ledger.records import RecordFormat, RecordSource, register_records
-from llm_fabric.ledger.tally import (
-    CACHED,
-    COUNT,
-    FIELDS,
-    INPUT,
-    OUTPUT,
-    TTFT_N,
-    TTFT_US,
-    Ints,
-    Names,
-    Tally,
-    load_kernel,
-)
+from llm_fabric.ledger.rollups import PERCENTILES, USAGE_FIELDS, USAGE_FROM_RECORDS, USAGE_FROM_ROLLUP
 
-if TYPE_CHECKING:
-    from llm_fabric.ledger.record_batches import Task
-
-PERCENTILES = (50, 95, 99)
-T = TypeVar("T")
+__all__ = ["PERCENTILES", "RecordUsage", "Tokens", "UsageFigures", "from_records", "from_rollups"]
 
 
 @dataclass
@@ -94,7 +76,6 @@ class UsageFigures:
 
 @dataclass
 class RecordUsage:
-    source: RecordSource
     by_model: dict[str, UsageFigures]
     by_tenant: dict[str, UsageFigures]
     by_model_tenant: dict[tuple[str, str], Tokens]
@@ -103,156 +84,110 @@ class RecordUsage:
     records_outside_month: int
 
 
-def _threads() -> int:
-    return max(1, len(os.sched_getaffinity(0)))
+def _between(month: Month, column: str = "day") -> str:
+    return f"{column} >= DATE '{month.first_day.isoformat()}' AND {column} < DATE '{month.next_first_day.isoformat()}'"
 
 
-def connect(temp_dir: Path | None = None, memory_limit: str = "1GB") -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB with UTC session time and a memory cap (spills to `temp_dir` beyond it).
-
-    DuckDB reads the record files pyarrow cannot take directly, deduplicates them, and replays
-    Prometheus data in tests; 1 GB keeps a 50 M-record month under 2 GB RSS.
-    """
-    con = duckdb.connect(":memory:")
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute(f"SET memory_limit = '{memory_limit}'")
-    con.execute(f"SET threads = {_threads()}")
-    con.execute("SET preserve_insertion_order = false")
-    if temp_dir is not None:
-        con.execute(f"SET temp_directory = '{temp_dir}'")
-    return con
+# grouping ids of the sums' grouping sets (DuckDB's GROUPING(model, tenant, day): 1 = not grouped by)
+_SETS = "GROUPING SETS ((model), (tenant), (model, tenant), (model, day))"
+_SET_NAMES = {0b001: "model_tenant", 0b010: "model_day", 0b011: "model", 0b101: "tenant"}
 
 
-def _read_ahead(batches: Iterator[T]) -> Iterator[T]:
-    """`batches`, the next one read on another thread while the caller works on this one.
-
-    For CPUs that would idle otherwise (fewer tasks than threads): decoding and tallying overlap.
-    """
-    with ThreadPoolExecutor(1, thread_name_prefix="ledger-read") as pool:
-        pending = pool.submit(next, batches, None)
-        while (batch := pending.result()) is not None:
-            pending = pool.submit(next, batches, None)
-            yield batch
+def _sums(con: duckdb.DuckDBPyConnection, relation: str, aggregates: str, month: Month) -> list[tuple[Any, ...]]:
+    return con.execute(
+        f"SELECT GROUPING(model, tenant, day), model, tenant, day, {aggregates} FROM {relation} "
+        f"WHERE {_between(month)} GROUP BY {_SETS}"
+    ).fetchall()
 
 
-def tally_records(tasks: list[Task], month: Month, progress: Callable[[str], None] | None = None) -> Tally:
-    """Every task's records in one tally; tasks are shared out among one thread per CPU."""
-    from llm_fabric.ledger.record_batches import normalise  # pyarrow: only where records are read
-
-    load_kernel()  # here, not in each thread
-    note = progress or (lambda _msg: None)
-    queue: Iterator[tuple[int, Task]] = iter(enumerate(tasks, 1))
-    lock = threading.Lock()
-    spare_cpus = len(tasks) < _threads()
-    models, tenants = Names(), Names()  # shared: every tally indexes a name alike, so merging is adding
-
-    def tally(where: str) -> Tally:
-        return Tally(month, where, models, tenants)
-
-    def work() -> list[Tally]:
-        tallies = [tally(tasks[0].where if tasks else "no request records")]
-        while True:
-            with lock:
-                item = next(queue, None)
-                if item is not None:
-                    note(f"reading {item[1].where} ({item[0]} of {len(tasks)})")
-            if item is None:
-                return tallies
-            tallies[-1].where = item[1].where
-            batches = item[1].batches(spare_cpus)
-            for batch in _read_ahead(batches) if spare_cpus else batches:
-                if tallies[-1].full(batch.num_rows):
-                    tallies.append(tally(item[1].where))
-                tallies[-1].add(normalise(batch, item[1].where))
-                del batch  # before the next is decoded: pyarrow reuses its buffers, still in cache
-
-    workers = min(_threads(), len(tasks))
-    if workers <= 1:
-        return Tally.merge(work())
-    with ThreadPoolExecutor(workers, thread_name_prefix="ledger-tally") as pool:
-        parts = [pool.submit(work) for _ in range(workers)]
-        return Tally.merge([t for p in parts for t in p.result()])
+def _outside(con: duckdb.DuckDBPyConnection, query: str) -> int:
+    return int(con.execute(query).fetchall()[0][0] or 0)
 
 
-def _tokens(cells: Ints) -> list[Tokens]:
-    """Tokens of each group of cells summed to [group, ok, field] (ok 0 = failed), in one numpy pass."""
-    total = cells.sum(axis=1)
-    table = np.stack([total[:, COUNT], cells[:, 0, COUNT], total[:, INPUT], total[:, CACHED], total[:, OUTPUT]], 1)
-    return [Tokens(*row) for row in table.tolist()]
+def _percentile_rows(con: duckdb.DuckDBPyConnection, query: str) -> dict[tuple[str, str], dict[int, int]]:
+    out: dict[tuple[str, str], dict[int, int]] = {}
+    for side, name, p, length in sorted(con.execute(query).fetchall()):
+        out.setdefault((side, name), {})[int(p)] = int(length)
+    return out
+
+
+def from_rollups(con: duckdb.DuckDBPyConnection, month: Month) -> RecordUsage:
+    """The month's usage from the store's rollups."""
+    sums = _sums(con, "daily_usage", USAGE_FROM_ROLLUP, month)
+    percentiles = _percentile_rows(
+        con,
+        "SELECT side, name, percentile, prompt_tokens FROM month_percentiles "
+        f"WHERE month = DATE '{month.first_day.isoformat()}'",
+    )
+    peaks = con.execute(
+        f"SELECT model, max(input + output), max(output) FROM minute_tokens WHERE {_between(month)} GROUP BY model"
+    ).fetchall()
+    outside = _outside(con, f"SELECT sum(requests) FROM daily_usage WHERE NOT ({_between(month)})")
+    return _usage(sums, percentiles, peaks, outside)
+
+
+def from_records(con: duckdb.DuckDBPyConnection, month: Month) -> RecordUsage:
+    """The month's usage from the store's records, without the rollups (the oracle)."""
+    sums = _sums(con, "records", USAGE_FROM_RECORDS, month)
+    fractions = "[" + ", ".join(str(p / 100) for p in PERCENTILES) + "]"
+    percentiles: dict[tuple[str, str], dict[int, int]] = {}
+    for side in ("model", "tenant"):
+        rows = con.execute(
+            f"SELECT {side}, quantile_disc(prompt_tokens, {fractions}) FROM records "
+            f"WHERE {_between(month)} AND prompt_tokens IS NOT NULL GROUP BY {side}"
+        ).fetchall()
+        for name, values in rows:
+            percentiles[(side, name)] = dict(zip(PERCENTILES, (int(v) for v in values), strict=True))
+    peaks = con.execute(
+        "SELECT model, max(input + output), max(output) FROM (SELECT model, date_trunc('minute', ts), "
+        "coalesce(sum(prompt_tokens), 0) AS input, sum(completion_tokens) AS output FROM records "
+        f"WHERE {_between(month)} GROUP BY ALL) GROUP BY model"
+    ).fetchall()
+    outside = _outside(con, f"SELECT count(*) FROM records WHERE NOT ({_between(month)})")
+    return _usage(sums, percentiles, peaks, outside)
+
+
+def _tokens(row: dict[str, int]) -> Tokens:
+    return Tokens(row["requests"], row["failed"], row["input"], row["cached_input"], row["output"])
 
 
 def _figures(
-    names: list[str], cells: Ints, percentiles: list[dict[int, int]], has_cached: bool, has_ttft: bool
+    groups: dict[str, dict[str, int]], side: str, percentiles: dict[tuple[str, str], dict[int, int]]
 ) -> dict[str, UsageFigures]:
-    """UsageFigures per name (in name order) from its cells summed to [name, ok, field] and its percentiles."""
     out: dict[str, UsageFigures] = {}
-    tokens = _tokens(cells)
-    ttft_n, ttft_us = cells[:, :, TTFT_N].sum(axis=1).tolist(), cells[:, :, TTFT_US].sum(axis=1).tolist()
-    for i, name in sorted(enumerate(names), key=lambda pair: pair[1]):
-        if not tokens[i].requests:
-            continue
+    for name, row in sorted(groups.items()):
+        tokens = _tokens(row)
         out[name] = UsageFigures(
-            tokens=tokens[i],
-            prompt_percentiles=percentiles[i],
-            cache_hit_rate=tokens[i].cache_hit_rate if has_cached else None,
-            mean_ttft_ms=round(ttft_us[i] / ttft_n[i] / 1000, 1) if has_ttft and ttft_n[i] else None,
+            tokens=tokens,
+            prompt_percentiles=percentiles.get((side, name), {}),
+            cache_hit_rate=tokens.cache_hit_rate if row["cached_known"] else None,
+            mean_ttft_ms=round(row["ttft_us"] / row["ttft_n"] / 1000, 1) if row["ttft_n"] else None,
         )
     return out
 
 
-def _usage(tally: Tally, source: RecordSource, month: Month) -> RecordUsage:
-    models, tenants = tally.models.names, tally.tenants.names
-    cells = tally.cells[: len(models), : len(tenants)]  # [model, tenant, day, ok, field]
-    with ThreadPoolExecutor(2, thread_name_prefix="ledger-lengths") as pool:  # numba and numpy, without the GIL
-        by_model_pct, by_tenant_pct = pool.map(
-            percentiles_by,
-            (tally.model_lengths[: len(models)], tally.tenant_lengths[: len(tenants)]),
-            (tally.long, tally.long),
-            (0, 1),
-            (PERCENTILES, PERCENTILES),
-        )
-    by_model = _figures(models, cells.sum(axis=(1, 2)), by_model_pct, source.has_cached, source.has_ttft)
-    by_tenant = _figures(tenants, cells.sum(axis=(0, 2)), by_tenant_pct, source.has_cached, source.has_ttft)
-    for i, model in enumerate(models):
+def _usage(
+    sums: Iterable[tuple[Any, ...]],
+    percentiles: dict[tuple[str, str], dict[int, int]],
+    peaks: Iterable[tuple[Any, ...]],
+    outside: int,
+) -> RecordUsage:
+    sets: dict[str, dict[Any, dict[str, int]]] = {name: {} for name in _SET_NAMES.values()}
+    for grouping, model, tenant, day, *values in sums:
+        row = {f: int(v) for f, v in zip(USAGE_FIELDS, values, strict=True)}
+        key = {"model": model, "tenant": tenant, "model_tenant": (model, tenant), "model_day": (model, day)}
+        name = _SET_NAMES[int(grouping)]
+        sets[name][key[name]] = row
+    by_model = _figures(sets["model"], "model", percentiles)
+    for model, total, output in peaks:
         if model in by_model:
-            fig = by_model[model]
-            fig.peak_output_tokens_per_s = round(int(tally.minute_output[i].max()) / 60, 1)
-            fig.peak_total_tokens_per_s = round(int((tally.minute_input[i] + tally.minute_output[i]).max()) / 60, 1)
-    days = cells.shape[2]
-    pair_tokens = _tokens(cells.sum(axis=2).reshape(len(models) * len(tenants), 2, FIELDS))
-    pairs = {(models[k // len(tenants)], tenants[k % len(tenants)]): t for k, t in enumerate(pair_tokens) if t.requests}
-    day_tokens = _tokens(cells.sum(axis=1).reshape(len(models) * days, 2, FIELDS))
-    daily = {
-        (models[k // days], month.first_day + timedelta(days=k % days)): t
-        for k, t in enumerate(day_tokens)
-        if t.requests
-    }
+            by_model[model].peak_total_tokens_per_s = round(int(total) / 60, 1)
+            by_model[model].peak_output_tokens_per_s = round(int(output) / 60, 1)
     return RecordUsage(
-        source,
-        by_model,
-        by_tenant,
-        dict(sorted(pairs.items())),
-        dict(sorted(daily.items())),
-        tally.rows - tally.rows_outside,
-        tally.rows_outside,
+        by_model=by_model,
+        by_tenant=_figures(sets["tenant"], "tenant", percentiles),
+        by_model_tenant={k: _tokens(v) for k, v in sorted(sets["model_tenant"].items())},
+        daily={k: _tokens(v) for k, v in sorted(sets["model_day"].items())},
+        records_in_month=sum(row["requests"] for row in sets["model"].values()),
+        records_outside_month=outside,
     )
-
-
-def aggregate_records(
-    con: duckdb.DuckDBPyConnection,
-    paths: list[Path],
-    month: Month,
-    fmt: RecordFormat = "auto",
-    progress: Callable[[str], None] | None = None,
-) -> RecordUsage | None:
-    """The month's usage from the record files (None without files)."""
-    source = register_records(con, paths, fmt)
-    if source is None:
-        return None
-    from llm_fabric.ledger.record_batches import duckdb_task, parquet_tasks
-
-    tasks = parquet_tasks(source) or [duckdb_task(con, source)]
-    tally = tally_records(tasks, month, progress)
-    if progress:
-        progress("exact percentiles and peaks")
-    return _usage(tally, source, month)

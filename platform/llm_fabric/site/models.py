@@ -458,3 +458,8 @@ class LedgerConfig(FabricModel):
     amortisation_months: int = Field(36, ge=1, le=1200)
     commercial_reference: CommercialReference
     drift_warning_pct: Annotated[Decimal, Field(ge=0, le=1000)] = Decimal(1)
+    store: str | None = Field(
+        None,
+        description="the ledger store (DuckDB file) that `fabric ledger ingest` fills, relative to the site repo; "
+        "default: <site repo>.ledger.duckdb beside the repo, never inside it",
+    )
