@@ -106,6 +106,9 @@ def test_an_endorsed_key_is_accepted_and_listed(
     assert code == 0, report
     (change,) = report["key_changes"]
     assert "added" in change and "endorsed by trusted key" in change
+    # the pull-request comment lists the accepted key change too
+    code, out = _run(capsys, "plan", "-C", str(site_repo), "--base", "HEAD~2", "--format", "markdown")
+    assert code == 0 and "### Key changes" in out and "operator-2027.pub" in out
 
     # an endorsement by an untrusted key is refused
     other = Ed25519PrivateKey.generate()

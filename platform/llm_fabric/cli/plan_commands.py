@@ -96,6 +96,9 @@ def plan_command(
     if as_json:
         click.echo(plan_json(plan), nl=False)
     elif fmt == "markdown":
+        if trust.changes:  # the PR comment shows what the change does to the federation's keys, first
+            lines = "".join(f"- {c.describe()}\n" for c in trust.changes)
+            click.echo(f"### Key changes\n\n{lines}\n", nl=False)
         click.echo(markdown(plan, diff), nl=False)
     else:
         _print_tables(plan, diff)
