@@ -203,3 +203,9 @@ def test_init_of_the_current_folder_is_a_usage_error(
     monkeypatch.chdir(tmp_path)
     assert _run(capsys, "init", "here")[0] == 0  # an existing empty folder is fine from outside it
     assert (tmp_path / "here" / ".git").is_dir()
+
+
+def test_tenant_names_are_names_not_paths(site_repo: Path, victim: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _run(capsys, "tenants", "key", "issue", "../../outside/victim", "-C", str(site_repo))
+    assert code == 2 and "is not a valid name" in out
+    assert victim.read_text() == "name: victim\n"
