@@ -9,16 +9,23 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.report import ReportInputs, build_report
-from llm_fabric.site.loader import load_site
+from llm_fabric.site.loader import SiteRepo, load_site
 from tests.fixtures.ledger_replay import ReplayServer, load_series, openmetrics_history
 from tests.fixtures.ledger_synthetic import generate_records
 from tests.fixtures.prometheus import PrometheusServer, free_port, scrape_job
+
+
+def report_json(site: SiteRepo, inputs: ReportInputs) -> dict[str, Any]:
+    """The report as its JSON document: what report.json holds."""
+    return build_report(site, inputs).as_json()
+
 
 PROFILES = {"qwen3-5": (1100, 33958), "kimi-k2-6": (2179, 99746), "gpt-oss-120b": (193, 2842)}
 TENANTS = ["muni-researchers", "ceitec-structural", "fnusa-clinical"]
@@ -81,11 +88,11 @@ def test_live_replay_totals_match_the_records(
     now = month.end + timedelta(days=3)
     try:
         prom = prometheus_factory(config=config)
-        from_records = build_report(site, ReportInputs(month, [records], now=now))
+        from_records = report_json(site, ReportInputs(month, [records], now=now))
         want = _by_model(from_records, "input_tokens")
         _query_until(prom, "sum(vllm:prompt_tokens_total)", first + steps * step_s + 30, sum(want.values()))
-        engine_only = build_report(site, ReportInputs(month, [], prometheus_url=prom.url, now=now))
-        both = build_report(site, ReportInputs(month, [records], prometheus_url=prom.url, now=now))
+        engine_only = report_json(site, ReportInputs(month, [], prometheus_url=prom.url, now=now))
+        both = report_json(site, ReportInputs(month, [records], prometheus_url=prom.url, now=now))
     finally:
         replay.stop()
     assert _by_model(engine_only, "input_tokens") == want
@@ -121,7 +128,7 @@ def test_backfilled_month_states_missing_days(
         if line.startswith("#") or float(line.rsplit(" ", 1)[1]) < cutoff
     )
     prom = prometheus_factory(backfill=[text + "\n"])
-    report = build_report(site, ReportInputs(month, [records], prometheus_url=prom.url))
+    report = report_json(site, ReportInputs(month, [records], prometheus_url=prom.url))
     cut_step = 20 * 4  # steps completed before the cutoff
     assert {r["model"]: r["engine_input_tokens"] for r in report["reconciliation"]} == {
         m: s.counters["prompt_tokens"][cut_step - 1] for m, s in series.items()
@@ -136,7 +143,7 @@ def test_unreachable_prometheus_names_the_url(site_repo: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     site = load_site(site_repo)
     with pytest.raises(UsageError, match=f"Prometheus at {url} is unreachable after 3 attempts"):
-        build_report(site, ReportInputs(Month.parse("2026-10"), [], prometheus_url=url))
+        report_json(site, ReportInputs(Month.parse("2026-10"), [], prometheus_url=url))
 
 
 class _Gauges:
@@ -194,7 +201,7 @@ def test_live_peak_concurrency_and_queue_depth_from_the_engine_gauges(
         gauges.values.update(dict.fromkeys(gauges.values, 0.0))
         prom.wait_for("max(vllm:num_requests_running)", predicate=lambda r: bool(r) and r[0]["value"][1] == "0")
         now = datetime.now(UTC) + timedelta(seconds=1)
-        report = build_report(
+        report = report_json(
             load_site(site_repo), ReportInputs(Month(now.year, now.month), [], prometheus_url=prom.url, now=now)
         )
     finally:

@@ -18,6 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from llm_fabric.ledger.month_report import MonthReport, Sources
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.render import render_csvs, render_json
 from llm_fabric.ledger.report import ReportInputs, build_report
@@ -63,12 +64,12 @@ def _line(r: dict[str, object]) -> str:
     return json.dumps(body)
 
 
-def _books(report: dict[str, object]) -> tuple[str, dict[str, str]]:
+def _books(report: MonthReport) -> tuple[str, dict[str, str]]:
     """report.json and every CSV, less what names the origin: `sources` (the store or the files) and the
     data gaps only a report of given files states (their bad records and records outside the month)."""
-    gaps = [g for g in report["data_gaps"] if "bad record" not in g and "outside" not in g]  # type: ignore[attr-defined]
-    kept = {k: v for k, v in report.items() if k != "sources"}
-    return render_json({**kept, "data_gaps": gaps}), render_csvs(report)
+    gaps = [g for g in report.data_gaps if "bad record" not in g and "outside" not in g]
+    kept = report.model_copy(update={"sources": Sources(records=None, prometheus=None), "data_gaps": gaps})
+    return render_json(kept), render_csvs(report)
 
 
 @settings(
@@ -119,7 +120,7 @@ def test_rollups_give_the_books_of_the_raw_records(
     from_rollups = build_report(site, ReportInputs(NOV, [], store=store_path, now=NOW))
     from_raw = build_report(site, ReportInputs(NOV, files, from_records=True, now=NOW))
     assert _books(from_rollups) == _books(from_raw)
-    rollups_records = from_rollups["sources"]["records"]  # type: ignore[index]
-    raw_records = from_raw["sources"]["records"]  # type: ignore[index]
-    assert rollups_records["records_in_month"] == raw_records["records_in_month"]
-    assert rollups_records["records_outside_month"] == raw_records["records_outside_month"]
+    rollups_records, raw_records = from_rollups.sources.records, from_raw.sources.records
+    assert rollups_records is not None and raw_records is not None
+    assert rollups_records.records_in_month == raw_records.records_in_month
+    assert rollups_records.records_outside_month == raw_records.records_outside_month

@@ -10,7 +10,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
@@ -55,7 +54,7 @@ def _store(site_repo: Path, store: Path | None) -> Path:
 
 
 def _inputs(
-    month: str,
+    month: str | None,
     requests: tuple[Path, ...],
     fmt: str,
     prometheus: str | None,
@@ -65,48 +64,13 @@ def _inputs(
     from llm_fabric.ledger.report import ReportInputs
 
     return ReportInputs(
-        month=Month.parse(month),
+        month=Month.parse(month) if month is not None else None,
         records=list(requests),
         records_format=fmt,  # type: ignore[arg-type]
         prometheus_url=prometheus,
         replica_owners=_replica_owners(plan),
         store=store,
     )
-
-
-def _signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519PrivateKey | None, str]:
-    """--sign-key, else the federation's key where `fabric init` put it (beside the repo, or $FABRIC_ENROLLMENT_KEY)."""
-    from llm_fabric.signing import default_private_key_path, load_private_key
-
-    if sign_key is not None:
-        return load_private_key(sign_key), str(sign_key)
-    default = default_private_key_path(site_repo)
-    if default.is_file():
-        return load_private_key(default), f"the federation key {default}"
-    return None, f"no --sign-key given and no federation key at {default}"
-
-
-def _trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict[str, Ed25519PublicKey] | None, str]:
-    """Keys a report may be signed with: the site repo's keys/*.pub and/or one given file."""
-    from llm_fabric.signing import key_id, load_public_key, load_public_keys
-
-    if site_repo is None and public_key is None:
-        return None, ""
-    keys: dict[str, Ed25519PublicKey] = {}
-    sources = []
-    if site_repo is not None:
-        keys.update(load_public_keys(site_repo))
-        if not keys:
-            raise UsageError(
-                f"{site_repo / 'keys'} holds no Ed25519 public key (*.pub)",
-                hint="run `fabric keys init --site-repo DIR`, or give --public-key FILE",
-            )
-        sources.append(f"{site_repo / 'keys'}")
-    if public_key is not None:
-        key = load_public_key(public_key)
-        keys[key_id(key)] = key
-        sources.append(str(public_key))
-    return keys, " and ".join(sources)
 
 
 _common = [
@@ -186,35 +150,36 @@ def report_command(
     assert month is not None and out is not None
     from llm_fabric.ledger.publish import write_report
     from llm_fabric.ledger.report import build_report
+    from llm_fabric.ledger.report_keys import signing_key
     from llm_fabric.signing import key_id
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
     inputs = _inputs(month, requests, requests_format, prometheus, plan, None if requests else _store(site_repo, store))
-    key, key_source = _signing_key(site_repo, sign_key)
+    key, key_source = signing_key(site_repo, sign_key)
     with err.status("building the report", spinner="dots") as status:
         report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
         status.update("writing files")
         files = write_report(out, report, key)
     if as_json:
-        print_json(report)
+        print_json(report.as_json())
         return
-    books = report["books"]
+    books = report.books
     console.print(f"report for {month} in [bold]{out}[/]: {', '.join(files)}")
     if key is not None:
         console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
     else:
         console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
     console.print(
-        f"price ledger {books['price_ledger']:,.2f} {books['currency']}, operations {books['operations_ledger']:,.2f}, "
-        f"recovery {books['recovery'] if books['recovery'] is not None else 'n/a'}, "
-        f"institutional {books['institutional_with_cache']:,.2f}"
+        f"price ledger {books.price_ledger:,.2f} {books.currency}, operations {books.operations_ledger:,.2f}, "
+        f"recovery {books.recovery if books.recovery is not None else 'n/a'}, "
+        f"institutional {books.institutional_with_cache:,.2f}"
     )
-    for gap in report["data_gaps"]:
+    for gap in report.data_gaps:
         console.print(f"[yellow]note:[/] {gap}", markup=True)
-    for row in report["reconciliation"]:
-        if row["warning"]:
-            console.print(f"[red]drift:[/] {row['model']} records vs engine {row['drift_pct']} %", markup=True)
+    for row in report.reconciliation:
+        if row.warning:
+            console.print(f"[red]drift:[/] {row.model} records vs engine {row.drift_pct} %", markup=True)
 
 
 @report_command.command("verify")
@@ -243,8 +208,9 @@ def verify_command(
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
     from llm_fabric.ledger.manifest import verify
+    from llm_fabric.ledger.report_keys import trusted_keys
 
-    trusted, trusted_from = _trusted_keys(trust_repo, public_key)
+    trusted, trusted_from = trusted_keys(trust_repo, public_key)
     result = verify(out, trusted)
     if require_signature and not result.signed:
         raise PolicyRefusal(f"report {out} is intact but not signed", hint="re-run `fabric report` with a signing key")
@@ -309,7 +275,7 @@ def exporter_command(
     site = load_site(site_repo)
     ledger_store = None if requests or site.ledger is None else _store(site_repo, store)
     with_books = bool(requests or prometheus or (ledger_store is not None and ledger_store.is_file()))
-    inputs = _inputs("2000-01", requests, requests_format, prometheus, plan, ledger_store) if with_books else None
+    inputs = _inputs(None, requests, requests_format, prometheus, plan, ledger_store) if with_books else None
     registry = build_registry(site, inputs, refresh)
     if once:
         click.echo(generate_latest(registry).decode(), nl=False)

@@ -12,12 +12,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from llm_fabric.errors import FabricError
+from llm_fabric.ledger.month_report import MonthReport
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.report import ReportInputs, build_report
 from llm_fabric.site.loader import SiteRepo
@@ -46,11 +46,11 @@ class FabricCollector(Collector):
         self.refresh_s = refresh_s
         self.clock = clock
         self._lock = threading.Lock()
-        self._report: dict[str, Any] | None = None
+        self._report: MonthReport | None = None
         self._refreshed = 0.0
         self._ok = True
 
-    def _current_report(self) -> dict[str, Any] | None:
+    def _current_report(self) -> MonthReport | None:
         if self.inputs is None:
             return None
         with self._lock:
@@ -92,29 +92,30 @@ class FabricCollector(Collector):
             alloc.add_metric([name, "pooled"], contributed - dedicated)
         yield alloc
 
-    def _books(self, report: dict[str, Any]) -> Iterator[GaugeMetricFamily]:
+    def _books(self, report: MonthReport) -> Iterator[GaugeMetricFamily]:
         tokens = GaugeMetricFamily(
             "fabric_month_tokens", "Tokens this month so far, by model and kind.", labels=["model", "kind"]
         )
         requests = GaugeMetricFamily("fabric_month_requests", "Requests this month so far, by model.", labels=["model"])
-        for row in report["usage_by_model"]:
-            for kind in ("input", "cached_input", "output"):
-                tokens.add_metric([row["name"], kind], row[f"{kind}_tokens"])
-            requests.add_metric([row["name"]], row["requests"])
+        for row in report.usage_by_model:
+            tokens.add_metric([row.name, "input"], row.input_tokens)
+            tokens.add_metric([row.name, "cached_input"], row.cached_input_tokens)
+            tokens.add_metric([row.name, "output"], row.output_tokens)
+            requests.add_metric([row.name], row.requests)
         yield tokens
         yield requests
-        books = report["books"]
+        books = report.books
         money = GaugeMetricFamily(
             "fabric_ledger_month_to_date",
             "The books this month so far, in the ledger currency.",
             labels=["ledger", "currency"],
         )
         for name in LEDGERS:
-            money.add_metric([name, report["currency"]], books[name])
+            money.add_metric([name, report.currency], getattr(books, name))
         yield money
-        if books["recovery"] is not None:
+        if books.recovery is not None:
             yield GaugeMetricFamily(
-                "fabric_ledger_recovery_ratio", "Price ledger divided by operations ledger.", value=books["recovery"]
+                "fabric_ledger_recovery_ratio", "Price ledger divided by operations ledger.", value=books.recovery
             )
 
     def collect(self) -> Iterator[GaugeMetricFamily]:

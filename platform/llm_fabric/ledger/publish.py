@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.ledger.manifest import MANIFEST, listed_files, write_manifest
+from llm_fabric.ledger.month_report import MonthReport
 from llm_fabric.ledger.render import render_csvs, render_html, render_json, render_markdown
 from llm_fabric.outdir import MARKER, claim_folder
 
 
-def write_report(out: Path, report: dict[str, Any], key: Ed25519PrivateKey | None) -> list[str]:
+def write_report(out: Path, report: MonthReport, key: Ed25519PrivateKey | None) -> list[str]:
     """Every file of the report under `out`; files an earlier run listed that this one does not write are removed.
 
     `out` must be new, empty or an earlier report folder (llm_fabric.outdir); nothing else in it is touched.

@@ -10,7 +10,9 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from llm_fabric.basemodel import FabricModel
 from llm_fabric.ledger import charts
+from llm_fabric.ledger.month_report import MonthReport
 
 
 def _num(value: float | int | None) -> str:
@@ -47,47 +49,49 @@ def _env() -> Environment:
     return env
 
 
-def _context(report: dict[str, Any]) -> dict[str, Any]:
-    return {**report, "commercial": report["commercial_reference"]}
+def _context(report: MonthReport) -> dict[str, Any]:
+    # the templates read the serialized document: what report.json says is what the pages say
+    data = report.as_json()
+    return {**data, "commercial": report.commercial_reference}
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: MonthReport) -> str:
     return _env().get_template("report.md.j2").render(r=_context(report))
 
 
-def _charts(report: dict[str, Any]) -> dict[str, str]:
-    models = report["usage_by_model"]
-    names = [m["name"] for m in models]
-    books = report["books"]
-    days = sorted({row["day"] for row in report["daily"]})
+def _charts(report: MonthReport) -> dict[str, str]:
+    models = report.usage_by_model
+    names = [m.name for m in models]
+    books = report.books
+    days = sorted({row.day for row in report.daily})
     per_day = {d: 0 for d in days}
-    for row in report["daily"]:
-        per_day[row["day"]] += row["input_tokens"] + row["output_tokens"]
+    for row in report.daily:
+        per_day[row.day] += row.input_tokens + row.output_tokens
     return {
         "ledgers": charts.bar_chart(
-            f"The three ledgers ({report['currency']})",
+            f"The three ledgers ({report.currency})",
             ["price", "operations", "institutional"],
-            [("this month", [books["price_ledger"], books["operations_ledger"], books["institutional_with_cache"]])],
+            [("this month", [books.price_ledger, books.operations_ledger, books.institutional_with_cache])],
         ),
         "tokens": charts.bar_chart(
             "Tokens per model",
             names,
             [
-                ("input (uncached)", [m["input_tokens"] - m["cached_input_tokens"] for m in models]),
-                ("cached input", [m["cached_input_tokens"] for m in models]),
-                ("output", [m["output_tokens"] for m in models]),
+                ("input (uncached)", [m.input_tokens - m.cached_input_tokens for m in models]),
+                ("cached input", [m.cached_input_tokens for m in models]),
+                ("output", [m.output_tokens for m in models]),
             ],
         ),
         "ratio": charts.bar_chart(
             "Input vs output",
             names,
-            [("input", [m["input_tokens"] for m in models]), ("output", [m["output_tokens"] for m in models])],
+            [("input", [m.input_tokens for m in models]), ("output", [m.output_tokens for m in models])],
             log=True,
         ),
         "percentiles": charts.bar_chart(
             "Prompt tokens: p50 vs p95",
             names,
-            [("p50", [m["prompt_p50"] or 0 for m in models]), ("p95", [m["prompt_p95"] or 0 for m in models])],
+            [("p50", [m.prompt_p50 or 0 for m in models]), ("p95", [m.prompt_p95 or 0 for m in models])],
             log=True,
         ),
         "daily": charts.line_chart(
@@ -96,15 +100,16 @@ def _charts(report: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def render_html(report: dict[str, Any]) -> str:
+def render_html(report: MonthReport) -> str:
     return _env().get_template("report.html.j2").render(r=_context(report), charts=_charts(report))
 
 
-def render_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, sort_keys=True) + "\n"
+def render_json(report: MonthReport) -> str:
+    return json.dumps(report.as_json(), indent=2, sort_keys=True) + "\n"
 
 
-def _csv(rows: Sequence[dict[str, Any]]) -> str:
+def _csv(models: Sequence[FabricModel]) -> str:
+    rows = [m.model_dump(mode="json") for m in models]
     if not rows:
         return ""
     buffer = io.StringIO()
@@ -115,16 +120,22 @@ def _csv(rows: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def render_csvs(report: dict[str, Any]) -> dict[str, str]:
-    books = report["books"]
-    summary = [{"figure": k, "value": v} for k, v in sorted(books.items()) if not isinstance(v, list)]
+class _Figure(FabricModel):
+    figure: str
+    value: str | float | None
+
+
+def render_csvs(report: MonthReport) -> dict[str, str]:
+    books = report.books
+    figures = books.model_dump(mode="json")
+    summary = [_Figure(figure=k, value=v) for k, v in sorted(figures.items()) if not isinstance(v, list)]
     return {
-        "usage_by_model.csv": _csv(report["usage_by_model"]),
-        "usage_by_tenant.csv": _csv(report["usage_by_tenant"]),
-        "daily.csv": _csv(report["daily"]),
-        "price_ledger.csv": _csv(books["price_lines"]),
-        "operations_ledger.csv": _csv(books["hardware"]),
+        "usage_by_model.csv": _csv(report.usage_by_model),
+        "usage_by_tenant.csv": _csv(report.usage_by_tenant),
+        "daily.csv": _csv(report.daily),
+        "price_ledger.csv": _csv(books.price_lines),
+        "operations_ledger.csv": _csv(books.hardware),
         "ledgers.csv": _csv(summary),
-        "contributors.csv": _csv(report["contributors"]),
-        "reconciliation.csv": _csv(report["reconciliation"]),
+        "contributors.csv": _csv(report.contributors),
+        "reconciliation.csv": _csv(report.reconciliation),
     }

@@ -17,6 +17,7 @@ from typing import Any
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.books import Books, ContributorLine, cents, contributor_ledger, draw_up
 from llm_fabric.ledger.engine_usage import EngineModel, EngineUsage, engine_usage
+from llm_fabric.ledger.month_report import MonthReport
 from llm_fabric.ledger.period import Month
 from llm_fabric.ledger.promapi import PrometheusClient
 from llm_fabric.ledger.records import RecordFormat
@@ -27,7 +28,7 @@ from llm_fabric.site.models import LedgerConfig
 
 @dataclass(frozen=True)
 class ReportInputs:
-    month: Month
+    month: Month | None  # None: the exporter, which reports the month it runs in
     records: list[Path]  # ingested into a temporary store, in place of `store`
     records_format: RecordFormat = "auto"
     prometheus_url: str | None = None
@@ -237,7 +238,7 @@ def _ledger_config(site: SiteRepo) -> LedgerConfig:
 
 
 def record_usage(
-    inputs: ReportInputs, progress: Callable[[str], None] | None = None
+    inputs: ReportInputs, month: Month, progress: Callable[[str], None] | None = None
 ) -> tuple[RecordUsage | None, RecordOrigin | None]:
     """The month's usage from the rollups of a temporary store of `inputs.records`, else of the ledger store."""
     from llm_fabric.ledger.store import LedgerStore  # DuckDB: only where records are read
@@ -248,14 +249,14 @@ def record_usage(
         with LedgerStore(None, temp_dir=inputs.temp_dir) as store:
             result = store.ingest(inputs.records, inputs.records_format, progress=progress)
             listed = tuple(str(b.as_problem()) for b in result.bad_listed)
-            return usage_of(store.con, inputs.month), RecordOrigin(inputs.records, None, result.bad, listed)
+            return usage_of(store.con, month), RecordOrigin(inputs.records, None, result.bad, listed)
     if inputs.store is None or not inputs.store.is_file():
         return None, None
     with LedgerStore(inputs.store, read_only=True, memory_limit="1GB", temp_dir=inputs.temp_dir) as store:
-        return usage_of(store.con, inputs.month), RecordOrigin([], inputs.store)
+        return usage_of(store.con, month), RecordOrigin([], inputs.store)
 
 
-def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> MonthReport:
     """Every figure of the month's report (see docs/ledger.md for each key)."""
     config = _ledger_config(site)
     has_store = inputs.store is not None and inputs.store.is_file()
@@ -265,9 +266,11 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
             f"no usage data given{where}",
             hint="ingest records (fabric ledger ingest FILE), or pass --requests FILE and/or --prometheus URL",
         )
+    if inputs.month is None:
+        raise UsageError("no month given", hint="pass --month YYYY-MM")
     now = inputs.now or datetime.now(UTC)
     month = inputs.month
-    records, origin = record_usage(inputs, progress)
+    records, origin = record_usage(inputs, month, progress)
     engine = None
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
@@ -284,36 +287,38 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     total = Tokens()
     for fig in models.values():
         total.add(fig.tokens)
-    return {
-        "federation": site.config.federation.display_name,
-        "month": str(month),
-        "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "currency": config.currency,
-        "commercial_reference": config.commercial_reference.name,
-        "sources": {
-            "records": None
-            if records is None
-            else {
-                "files": [p.name for p in origin.files] if origin else [],
-                "store": origin.store.name if origin and origin.store else None,
-                "bad_records": origin.bad if origin else 0,
-                "records_in_month": records.records_in_month,
-                "records_outside_month": records.records_outside_month,
+    return MonthReport.model_validate(
+        {
+            "federation": site.config.federation.display_name,
+            "month": str(month),
+            "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "currency": config.currency,
+            "commercial_reference": config.commercial_reference.name,
+            "sources": {
+                "records": None
+                if records is None
+                else {
+                    "files": [p.name for p in origin.files] if origin else [],
+                    "store": origin.store.name if origin and origin.store else None,
+                    "bad_records": origin.bad if origin else 0,
+                    "records_in_month": records.records_in_month,
+                    "records_outside_month": records.records_outside_month,
+                },
+                "prometheus": None
+                if engine is None
+                else {
+                    "url": engine.url,
+                    "covered_until": f"{engine.covered_until:%Y-%m-%dT%H:%M:%SZ}",
+                },
             },
-            "prometheus": None
-            if engine is None
-            else {
-                "url": engine.url,
-                "covered_until": f"{engine.covered_until:%Y-%m-%dT%H:%M:%SZ}",
-            },
-        },
-        "totals": _token_row(total),
-        "usage_by_model": [_usage_row(n, f) for n, f in models.items()],
-        "usage_by_tenant": [_usage_row(n, f) for n, f in sorted((records.by_tenant if records else {}).items())],
-        "daily": [{"day": d.isoformat(), "model": m, **_token_row(t)} for (m, d), t in sorted(daily.items())],
-        "books": _books_section(books),
-        "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
-        "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
-        "drift_warning_pct": float(config.drift_warning_pct),
-        "data_gaps": data_gaps(month, now, records, engine, origin),
-    }
+            "totals": _token_row(total),
+            "usage_by_model": [_usage_row(n, f) for n, f in models.items()],
+            "usage_by_tenant": [_usage_row(n, f) for n, f in sorted((records.by_tenant if records else {}).items())],
+            "daily": [{"day": d.isoformat(), "model": m, **_token_row(t)} for (m, d), t in sorted(daily.items())],
+            "books": _books_section(books),
+            "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
+            "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
+            "drift_warning_pct": float(config.drift_warning_pct),
+            "data_gaps": data_gaps(month, now, records, engine, origin),
+        }
+    )

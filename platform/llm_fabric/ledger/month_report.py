@@ -1,0 +1,156 @@
+"""The month's report as a typed document: what `build_report` returns and every reader takes.
+
+`fabric report` writes it as report.json (and Markdown, HTML, CSVs), `fabric report --json` prints it,
+the exporter serves its figures. Field order is the CSV column order; the JSON is written with sorted
+keys. Money is in the ledger currency, rounded to cents only here, for display (the books keep Decimal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict
+
+from llm_fabric.basemodel import FabricModel
+
+
+class _Row(FabricModel):
+    # rows are built by the report, not read from a user's file: validation is the safety net, not the API
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TokenRow(_Row):
+    requests: int
+    failed_requests: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    input_output_ratio: float | None
+
+
+class UsageRow(_Row):
+    """Usage of one deployment (by model) or one tenant; `source` says whether records or engine counters."""
+
+    name: str
+    source: str
+    requests: int
+    failed_requests: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    input_output_ratio: float | None
+    prompt_p50: int | None
+    prompt_p95: int | None
+    prompt_p99: int | None
+    percentiles: str
+    peak_output_tokens_per_s: float | None
+    peak_total_tokens_per_s: float | None
+    peak_concurrent_requests: int | None
+    max_queue_depth: int | None
+    cache_hit_rate: float | None
+    mean_ttft_ms: float | None
+
+
+class DailyRow(_Row):
+    day: str
+    model: str
+    requests: int
+    failed_requests: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    input_output_ratio: float | None
+
+
+class PriceLineRow(_Row):
+    model: str
+    reference: float | None
+    commercial_with_cache: float | None
+    commercial_without_cache: float | None
+
+
+class HardwareRow(_Row):
+    node: str
+    capex: float | None
+    days_in_service: int
+    monthly: float | None
+
+
+class BooksSection(_Row):
+    """The three ledgers (seed 000): price, operations, institutional (with and without cache pricing)."""
+
+    currency: str
+    price_ledger: float
+    operations_ledger: float
+    recovery: float | None
+    subsidy: float
+    institutional_with_cache: float
+    institutional_without_cache: float
+    savings: float
+    unpriced_models: list[str]
+    price_lines: list[PriceLineRow]
+    hardware: list[HardwareRow]
+
+
+class ContributorRow(_Row):
+    owner: str
+    contributed_gpus: int
+    dedicated_gpus: int
+    pooled_gpus: int
+    lend_surplus: bool
+    dedicated_deployments: list[str]
+    dedicated_usage: TokenRow
+    dedicated_value: float | None
+    lent_to: dict[str, TokenRow]
+    lent_value: float | None
+    pool_usage: TokenRow
+    served_on_hardware: TokenRow | None
+
+
+class ReconciliationRow(_Row):
+    model: str
+    records_input_tokens: int
+    engine_input_tokens: int
+    records_output_tokens: int
+    engine_output_tokens: int
+    drift_pct: float | None
+    warning: bool
+
+
+class RecordSource(_Row):
+    files: list[str]
+    store: str | None
+    bad_records: int
+    records_in_month: int
+    records_outside_month: int
+
+
+class PrometheusSource(_Row):
+    url: str
+    covered_until: str
+
+
+class Sources(_Row):
+    records: RecordSource | None
+    prometheus: PrometheusSource | None
+
+
+class MonthReport(_Row):
+    federation: str
+    month: str
+    generated_at: str
+    currency: str
+    commercial_reference: str
+    sources: Sources
+    totals: TokenRow
+    usage_by_model: list[UsageRow]
+    usage_by_tenant: list[UsageRow]
+    daily: list[DailyRow]
+    books: BooksSection
+    contributors: list[ContributorRow]
+    reconciliation: list[ReconciliationRow]
+    drift_warning_pct: float
+    data_gaps: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
