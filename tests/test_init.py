@@ -61,3 +61,14 @@ def test_schema_rejects_a_typo(site_repo: Path) -> None:
         assert "replica" in exc.message
     else:
         raise AssertionError("the exported schema accepted an unknown key")
+
+
+def test_init_with_a_folder_name_that_is_no_dns_label_makes_a_valid_site(tmp_path: Path) -> None:
+    """`fabric init My_Site`: the federation is named `my-site`, so the new repo validates at once."""
+    from tests.fixtures.cli import fabric
+
+    site = tmp_path / "My_Site"
+    assert fabric("init", str(site)).returncode == 0
+    assert "name: my-site" in (site / "fabric.yaml").read_text()
+    out = fabric("validate", "-C", str(site))
+    assert out.returncode == 0, out.stdout + out.stderr

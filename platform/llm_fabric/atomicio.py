@@ -1,4 +1,10 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of either."""
+"""Atomic file writes: a reader sees the old file or the new one, never half of either.
+
+Written files get mode 0644 (published reports and rendered manifests are read by web servers and
+GitOps controllers) unless the caller asks for another (0600 for private keys). A write killed
+before its rename leaves a temporary file `.NAME.XXXXXXXX.tmp`; `remove_temp_files` is how the
+next run of a command clears those from the folders it owns.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,17 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import re
 import tempfile
 from pathlib import Path
 
+FILE_MODE = 0o644
+# tempfile.mkstemp's name: our prefix `.NAME.`, 8 characters of its alphabet, our suffix
+_TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
-def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and `os.replace`."""
+
+def write_atomic(path: Path, data: str | bytes, *, mode: int = FILE_MODE) -> None:
+    """Write `data` to `path` (mode 0644 unless given) through a temporary file in the same folder and `os.replace`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -21,8 +32,7 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -55,15 +65,14 @@ class AtomicBatch:
         else:
             self.abort()
 
-    def write(self, path: Path, data: str | bytes, *, mode: int | None = None) -> None:
+    def write(self, path: Path, data: str | bytes, *, mode: int = FILE_MODE) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         tmp = Path(tmp_name)
         self._pending.append((tmp, path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data.encode("utf-8") if isinstance(data, str) else data)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)
 
     def commit(self) -> None:
         # one folder per file system the targets are on
@@ -85,6 +94,26 @@ class AtomicBatch:
         for tmp, _ in self._pending:
             tmp.unlink(missing_ok=True)
         self._pending.clear()
+
+
+def is_temp_file(path: Path) -> bool:
+    return bool(_TEMP_NAME.match(path.name))
+
+
+def remove_temp_files(folder: Path) -> list[Path]:
+    """Delete the temporary files a killed write left under `folder` (recursively); returns them.
+
+    Only for folders a command owns (its --out, the site repo under its lock): a write running
+    concurrently into the same folder would lose its temporary file.
+    """
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    removed = []
+    for path in sorted(folder.rglob(".*.tmp")):
+        if is_temp_file(path) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def sync_file_system(folder: Path) -> None:

@@ -4,12 +4,19 @@
 with a pydantic model, and turns every validation error into a `Problem` naming the file, the
 line, the field path and a fix; for an unknown key it suggests the closest known one (the
 SkyPilot "did you mean" approach). All errors of a file are reported together.
+
+Reading is bounded, because site repos come from pull requests: a file larger than `MAX_BYTES`,
+nesting deeper than `MAX_DEPTH`, aliases that would expand past `MAX_NODES` values (a "billion
+laughs" bomb), a tag beyond YAML's plain types (`!!omap`, `!!binary`, `!custom`) and an impossible
+date (`2025-02-30`) are each a ConfigError naming the file (and line), never a traceback or a hang.
 """
 
 from __future__ import annotations
 
 import difflib
 import io
+import os
+import stat
 import types
 import typing
 from collections.abc import Iterator
@@ -20,13 +27,26 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.composer import Composer, MaxDepthExceededError
+from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 
 from llm_fabric.errors import ConfigError, Problem
 
 M = TypeVar("M", bound=BaseModel)
 
 _Loc = tuple[int | str, ...]
+
+# the largest site repo file is a node manifest of a few KiB; these leave room for any real one
+MAX_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_NODES = 200_000
+_YAML_TAG = "tag:yaml.org,2002:"
+# the types a site repo file can hold; every other tag is refused rather than constructed
+PLAIN_TAGS = frozenset(
+    _YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")
+)
 
 
 @dataclass
@@ -73,28 +93,125 @@ def _to_plain(node: Any) -> Any:
 
 def read_yaml(path: Path) -> Document:
     """Read one YAML document; a syntax error becomes a ConfigError at its line."""
+    return parse_yaml(read_text(path), path)
+
+
+def read_text(path: Path, *, limit: int = MAX_BYTES) -> str:
+    """A regular file's UTF-8 text, at most `limit` bytes; a FIFO or device is refused before it is read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a FIFO with no writer must not wait; it is refused just below
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as exc:
         raise ConfigError([Problem("file not found", file=path)]) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([Problem(f"cannot read file: {exc}", file=path)]) from exc
-    return parse_yaml(text, path)
+    except OSError as exc:
+        raise ConfigError([Problem(f"cannot read file: {exc.strerror or exc}", file=path)]) from exc
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError([Problem("not a regular file", file=path, hint="replace it with a plain file")])
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise ConfigError([Problem(f"cannot read file: {exc.strerror or exc}", file=path)]) from exc
+    if len(data) > limit:
+        raise ConfigError([Problem(f"file is larger than {limit // 1024} KiB", file=path, hint="split or shorten it")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            [Problem(f"not UTF-8 (byte {exc.start})", file=path, line=line, hint="save the file as UTF-8")]
+        ) from exc
+
+
+class _BoundedComposer(Composer):
+    """Refuses non-plain tags and alias expansion past MAX_NODES once the document is composed."""
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _check_graph(node)
+        return node
+
+
+def _check_graph(root: Node) -> None:
+    # expanded size per node, memoised by identity: an alias costs its target's full size, counted once per use
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # on the current path: meeting one again is an alias inside its own anchor
+    order: list[tuple[Node, bool]] = [(root, False)]
+    while order:
+        node, children_done = order.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if not children_done:
+            if id(node) in open_nodes:
+                raise ConstructorError(None, None, "an alias refers to the value that contains it", node.start_mark)
+            tag = node.tag
+            if tag is not None and tag not in PLAIN_TAGS:
+                raise ConstructorError(
+                    None,
+                    None,
+                    f"the tag {tag.replace(_YAML_TAG, '!!')} is not allowed here (plain YAML only)",
+                    node.start_mark,
+                )
+            open_nodes.add(id(node))
+            order.append((node, True))
+            order.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        open_nodes.discard(id(node))
+        size = 1 + sum(sizes[id(c)] for c in children)
+        if size > MAX_NODES:
+            raise ConstructorError(
+                None, None, f"the document expands to more than {MAX_NODES} values (aliases)", node.start_mark
+            )
+        sizes[id(node)] = size
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+class _CheckedConstructor(RoundTripConstructor):
+    def construct_checked_timestamp(self, node: Any, values: Any = None) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node, values)
+        except (ValueError, OverflowError) as exc:
+            raise ConstructorError(
+                None, None, f"`{node.value}` is not a valid date or time: {exc}", node.start_mark
+            ) from exc
+
+
+_CheckedConstructor.add_constructor(_YAML_TAG + "timestamp", _CheckedConstructor.construct_checked_timestamp)
+
+
+def _loader() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.Composer = _BoundedComposer
+    yaml.Constructor = _CheckedConstructor
+    yaml.max_depth = MAX_DEPTH
+    return yaml
 
 
 def parse_yaml(text: str, path: Path) -> Document:
     """One YAML document from `text`, named `path` in errors; a syntax error becomes a ConfigError at its line."""
-    yaml = YAML(typ="rt")
+    if len(text) > MAX_BYTES:
+        raise ConfigError([Problem(f"document is larger than {MAX_BYTES // 1024} KiB", file=path)])
     try:
-        tree = yaml.load(text)
+        tree = _loader().load(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark
+        mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else None
-        raise ConfigError(
-            [Problem(f"invalid YAML: {exc.problem}", file=path, line=line, hint="fix the YAML syntax")]
-        ) from exc
+        problem = f"nested deeper than {MAX_DEPTH} levels" if isinstance(exc, MaxDepthExceededError) else exc.problem
+        hint = "use plain YAML values" if isinstance(exc, ConstructorError) else "fix the YAML syntax"
+        raise ConfigError([Problem(f"invalid YAML: {problem}", file=path, line=line, hint=hint)]) from exc
     except YAMLError as exc:  # e.g. ReaderError: control characters the YAML spec forbids
         raise ConfigError([Problem(f"invalid YAML: {exc}", file=path, hint="fix the YAML syntax")]) from exc
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # a constructor on a value it cannot hold
+        raise ConfigError([Problem(f"invalid YAML value: {exc}", file=path, hint="fix the value")]) from exc
     return Document(path=path, tree=tree)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,36 +50,53 @@ def examples() -> list[str]:
 
 
 def init_site(root: Path, example: str | None = None, key_path: Path | None = None) -> InitResult:
+    """Build the repo in a hidden sibling folder, commit it there, and only then rename it into place.
+
+    A run killed at any moment leaves either no DIRECTORY or a complete, committed one; the hidden
+    folder it leaves is removed by the next run.
+    """
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        raise UsageError(f"{root} exists and is not a folder", hint="choose a new folder for the site repo")
     if root.exists() and any(root.iterdir()):
         raise UsageError(f"{root} exists and is not empty", hint="choose a new folder for the site repo")
     if example is not None and example not in examples():
         raise UsageError(f"unknown example `{example}`", hint=f"available: {', '.join(examples())}")
-    staging = root.with_name(f".{root.name}.init-tmp")
+    target = root.resolve()
+    if target == Path.cwd().resolve():
+        # the repo is renamed into place: the current folder cannot be replaced under the shell that is in it
+        raise UsageError(f"{root} is the current folder", hint=f"run it from the parent: fabric init {target.name}")
+    staging = target.with_name(f".{target.name}.init-tmp")
     shutil.rmtree(staging, ignore_errors=True)
     try:
         if example is not None:
             shutil.copytree(data_path("examples", example), staging)
         else:
             staging.mkdir(parents=True)
-            (staging / "fabric.yaml").write_text(SKELETON_FABRIC.format(name=root.name.lower() or "fabric"))
+            (staging / "fabric.yaml").write_text(SKELETON_FABRIC.format(name=_federation_name(root)))
             for folder in ("nodes", "tenants", "deployments", "policies"):
                 (staging / folder).mkdir()
                 (staging / folder / ".gitkeep").touch()
         key = _sign_declared_nodes(staging, key_path or default_private_key_path(root))
         export_schemas(staging / SCHEMA_DIR)
         files = _add_modelines(staging)
-        # the site repo appears complete or not at all
-        root.parent.mkdir(parents=True, exist_ok=True)
-        if root.exists():
-            root.rmdir()
-        staging.rename(root)
+        gitrepo.init_repo(staging)
+        commit = gitrepo.commit_paths(staging, [Path(".")], f"fabric init{f' --example {example}' if example else ''}")
+        # the site repo appears complete and committed, or not at all
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.rmdir()
+        staging.rename(target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    gitrepo.init_repo(root)
-    commit = gitrepo.commit_paths(root, [Path(".")], f"fabric init{f' --example {example}' if example else ''}")
     files = [root / f.relative_to(staging) for f in files]
     return InitResult(root=root, example=example, files=files, commit=commit, key=key)
+
+
+def _federation_name(root: Path) -> str:
+    """The folder's name as a DNS label (the skeleton must validate), or `fabric`."""
+    label = re.sub(r"[^a-z0-9-]+", "-", root.resolve().name.lower()).strip("-")[:63].strip("-")
+    return label or "fabric"
 
 
 def _sign_declared_nodes(staging: Path, key_path: Path) -> KeyPair | None:

@@ -6,7 +6,9 @@ does not change the signature, while any change of any value does.
 
 The federation's public keys live in the site repo (`keys/*.pub`, PEM); the private key lives
 outside it (mode 0600). A key is named by its key id: the first 16 hex digits of the SHA-256 of
-the raw public key.
+the raw public key. A key added after the first is endorsed by a key the federation already
+trusts: `keys/NAME.pub.endorsement` holds that key's signature over the new key (llm_fabric.trust
+decides, against the base revision, which keys a change may use).
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from llm_fabric.site.models import NodeManifest, Signature
 KEYS_DIR = "keys"
 PUBLIC_KEY_FILE = "enrollment.pub"
 KEY_ENV = "FABRIC_ENROLLMENT_KEY"
+ENDORSEMENT_SUFFIX = ".endorsement"
+# domain separation: an endorsement can never be mistaken for a manifest or report signature
+_ENDORSEMENT_CONTEXT = b"llm-fabric key endorsement v1\n"
+# a PEM public key is a few hundred bytes; anything larger in keys/ is not one
+_MAX_KEY_FILE = 64 * 1024
 
 
 # Fields added to the manifest after manifests were first signed: left out of the canonical content
@@ -62,7 +69,7 @@ def verify_manifest(manifest: NodeManifest, public_keys: dict[str, Ed25519Public
     public = public_keys.get(sig.key_id)
     if public is None:
         known = ", ".join(sorted(public_keys)) or "none"
-        return f"signed by key {sig.key_id}, which is not in keys/ (known: {known})"
+        return f"signed by key {sig.key_id}, which is not a trusted key (trusted: {known})"
     try:
         public.verify(base64.b64decode(sig.value, validate=True), canonical_bytes(manifest))
     except (InvalidSignature, ValueError):
@@ -143,16 +150,78 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 
 def load_public_keys(site_root: Path) -> dict[str, Ed25519PublicKey]:
+    return {key_id(key): key for key in public_key_files(site_root).values()}
+
+
+def public_key_files(site_root: Path, folder: str = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
+    """ROOT/keys/*.pub by file name (a symlink or a file that is not a PEM key is a UsageError naming it)."""
     keys: dict[str, Ed25519PublicKey] = {}
-    folder = site_root / KEYS_DIR
-    for path in sorted(folder.glob("*.pub")) if folder.is_dir() else []:
-        try:
-            key = serialization.load_pem_public_key(path.read_bytes())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{path} is not a PEM public key: {exc}") from exc
-        if isinstance(key, Ed25519PublicKey):
-            keys[key_id(key)] = key
+    folder_path = site_root / folder
+    if folder_path.is_symlink():
+        raise UsageError(f"{folder_path} is a symbolic link", hint="keys/ must be a plain folder of the site repo")
+    for path in sorted(folder_path.glob("*.pub")) if folder_path.is_dir() else []:
+        if path.is_symlink() or not path.is_file():
+            raise UsageError(f"{path} is not a plain file", hint="replace it with the PEM file itself")
+        key = parse_public_key(_read_small(path), path)
+        if key is not None:
+            keys[path.name] = key
     return keys
+
+
+def _read_small(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(_MAX_KEY_FILE + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def parse_public_key(pem: bytes, where: Path) -> Ed25519PublicKey | None:
+    """The Ed25519 key in `pem`; None for another kind of key; UsageError when it is no PEM public key."""
+    if len(pem) > _MAX_KEY_FILE:
+        raise UsageError(f"{where} is not a PEM public key (larger than {_MAX_KEY_FILE // 1024} KiB)")
+    try:
+        key = serialization.load_pem_public_key(pem)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{where} is not a PEM public key: {exc}") from exc
+    return key if isinstance(key, Ed25519PublicKey) else None
+
+
+def raw_public_bytes(public: Ed25519PublicKey) -> bytes:
+    return public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def endorse_key(new: Ed25519PublicKey, signer: Ed25519PrivateKey) -> str:
+    """The endorsement file's text: `signer` (a trusted federation key) vouches for `new`."""
+    body = {
+        "version": 1,
+        "key_id": key_id(new),
+        "signer": key_id(signer.public_key()),
+        "value": base64.b64encode(signer.sign(_ENDORSEMENT_CONTEXT + raw_public_bytes(new))).decode("ascii"),
+    }
+    return json.dumps(body, indent=2, sort_keys=True) + "\n"
+
+
+def endorsement_signer(
+    new: Ed25519PublicKey, endorsement: bytes, trusted: dict[str, Ed25519PublicKey]
+) -> tuple[str | None, str | None]:
+    """(id of the trusted key that endorsed `new`, None) when the endorsement holds; (None, why) otherwise."""
+    try:
+        body = json.loads(endorsement.decode("utf-8"))
+        signer, value = str(body["signer"]), base64.b64decode(str(body["value"]), validate=True)
+        named = str(body["key_id"])
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, RecursionError):
+        return None, "the endorsement file is malformed"
+    if named != key_id(new):
+        return None, f"the endorsement is for key {named}, not {key_id(new)}"
+    public = trusted.get(signer)
+    if public is None:
+        return None, f"endorsed by key {signer}, which the base revision does not trust"
+    try:
+        public.verify(value, _ENDORSEMENT_CONTEXT + raw_public_bytes(new))
+    except InvalidSignature:
+        return None, "the endorsement signature does not verify"
+    return signer, None
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from llm_fabric.engine.site_checks import site_checks as engine_checks
 from llm_fabric.enrollment.signature_checks import check_node_signatures
-from llm_fabric.errors import Problem
+from llm_fabric.errors import Problem, UsageError
 from llm_fabric.gateway.site_checks import site_checks as gateway_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
+from llm_fabric.trust import TrustRoot, trust_root
 
 
 def site_checks() -> list[SiteCheck]:
@@ -24,13 +25,24 @@ def site_checks() -> list[SiteCheck]:
 
     Node signatures are checked apart: a manifest that loaded can be verified whatever else is wrong,
     so one pass shows schema, reference and signature problems together.
+    They are judged against the trust root of the run (`trust.trust_root`).
     """
     return [*engine_checks, *policy_checks, *gateway_checks]
 
 
-def validate_site(root: Path) -> ValidationReport:
+def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> ValidationReport:
+    """`base_rev` (or `keyring`, a folder of keys outside the repo): judge the nodes by its keys, list key
+    changes, refuse untrusted ones (exit 3)."""
     site, problems = collect_site(root)
     report = ValidationReport(root=root, problems=list(problems))
+    trust: TrustRoot | None = None
+    try:
+        trust = trust_root(root, base_rev, keyring) if site is not None else None
+    except UsageError as exc:
+        report.problems.append(Problem(exc.message, file=root / "keys", hint=exc.hint))
+    if trust is not None:
+        report.key_changes = [c.describe() for c in trust.changes]
+        report.violations += trust.refused
     if site is None:
         return report
     report.summary = {
@@ -40,7 +52,10 @@ def validate_site(root: Path) -> ValidationReport:
         "tenants": len(site.tenants),
         "deployments": len(site.deployments),
     }
-    checks: list[SiteCheck] = [check_node_signatures]
+    checks: list[SiteCheck] = []
+    if trust is not None:
+        keys = trust.keys
+        checks.append(lambda s: check_node_signatures(s, keys))
     if not report.problems:
         # policies are judged on a well-formed repo only; their findings would be noise otherwise
         checks += site_checks()

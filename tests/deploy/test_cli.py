@@ -8,15 +8,14 @@ from pathlib import Path
 import yaml
 
 from llm_fabric.cli.main import main
-from tests.deploy.conftest import REFERENCE
 
 
-def test_render_cli_writes_the_stacks(tmp_path: Path, capsys) -> None:
+def test_render_cli_writes_the_stacks(site_repo: Path, tmp_path: Path, capsys) -> None:
     plan = tmp_path / "plan.json"
     from tests.deploy.planfixture import seed_plan
 
     plan.write_text(seed_plan().model_dump_json())
-    code = main(["render", str(REFERENCE), "--out", str(tmp_path / "out"), "--plan", str(plan), "--json"])
+    code = main(["render", str(site_repo), "--out", str(tmp_path / "out"), "--plan", str(plan), "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["site"] == "brno" and report["objects"]["serving"] == 24
@@ -24,18 +23,18 @@ def test_render_cli_writes_the_stacks(tmp_path: Path, capsys) -> None:
     assert doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
 
 
-def test_render_cli_reports_a_broken_plan_file(tmp_path: Path, capsys) -> None:
+def test_render_cli_reports_a_broken_plan_file(site_repo: Path, tmp_path: Path, capsys) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text('{"federation": "cerit-sc"}')
-    assert main(["render", str(REFERENCE), "--out", str(tmp_path / "out"), "--plan", str(plan)]) == 2
+    assert main(["render", str(site_repo), "--out", str(tmp_path / "out"), "--plan", str(plan)]) == 2
     assert "is not a plan" in capsys.readouterr().err
 
 
-def test_render_cli_unknown_site(tmp_path: Path, capsys) -> None:
-    assert main(["render", str(REFERENCE), "--out", str(tmp_path), "--site", "brnoo"]) == 2
+def test_render_cli_unknown_site(site_repo: Path, tmp_path: Path, capsys) -> None:
+    assert main(["render", str(site_repo), "--out", str(tmp_path), "--site", "brnoo"]) == 2
     assert "did you mean `brno`" in capsys.readouterr().err
 
 
-def test_provision_cli_unknown_node(capsys) -> None:
-    assert main(["provision", "hgx-h200-ceitek", "--site-repo", str(REFERENCE)]) == 2
+def test_provision_cli_unknown_node(site_repo: Path, capsys) -> None:
+    assert main(["provision", "hgx-h200-ceitek", "--site-repo", str(site_repo)]) == 2
     assert "did you mean `hgx-h200-ceitec`" in capsys.readouterr().err

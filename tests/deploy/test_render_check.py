@@ -15,7 +15,6 @@ from llm_fabric.deploy.build import StackInputs
 from llm_fabric.deploy.crd_validation import CrdSchemas, check_manifests, core_errors
 from llm_fabric.deploy.render import dump_yaml, render_stacks
 from llm_fabric.errors import PolicyRefusal, UsageError
-from tests.deploy.conftest import REFERENCE
 from tests.deploy.crdschemas import crds_or_skip
 from tests.deploy.planfixture import seed_plan
 
@@ -46,10 +45,12 @@ def _edited_crds(tmp_path: Path, edit: Any) -> Path:
     return out
 
 
-def test_cli_check_passes_the_reference_site(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_passes_the_reference_site(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     crds = crds_or_skip()
     out = tmp_path / "out"
-    args = ["render", str(REFERENCE), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check"]
+    args = ["render", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check"]
     assert main([*args, "--crds", str(crds), "--json"]) == 0
     check = json.loads(capsys.readouterr().out)["check"]
     assert check == {"kubernetes_version": "1.33", "core": 19, "custom": 16, "custom_unchecked": 0, "crds": str(crds)}
@@ -57,7 +58,9 @@ def test_cli_check_passes_the_reference_site(tmp_path: Path, capsys: pytest.Capt
     assert "16 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
 
 
-def test_cli_check_names_the_file_line_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_check_names_the_file_line_and_field(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A cluster whose Kueue predates `cohortName`: the rendered ClusterQueues are refused, exit 3."""
 
     def drop_cohort_name(crd: dict[str, Any]) -> None:
@@ -67,13 +70,13 @@ def test_cli_check_names_the_file_line_and_field(tmp_path: Path, capsys: pytest.
     crds = _edited_crds(tmp_path, drop_cohort_name)
     out = tmp_path / "out"
     code = main(
-        ["render", str(REFERENCE), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check", "--crds", str(crds)]
+        ["render", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check", "--crds", str(crds)]
     )
     err = capsys.readouterr().err
     assert code == 3, err
     assert not out.exists()  # validated before anything is written: nothing to apply, nothing half-updated
     queue = out / "brno" / "allocations" / "clusterqueue-cerit-sc.yaml"
-    assert main(["render", str(REFERENCE), "--out", str(out), "--plan", str(_plan(tmp_path))]) == 0
+    assert main(["render", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path))]) == 0
     line = next(i for i, text in enumerate(queue.read_text().splitlines(), 1) if text.startswith("spec:"))
     assert f"{queue}:{line}: spec: invalid kueue.x-k8s.io/v1beta2 ClusterQueue (CRD schema)" in err
     assert "'cohortName' was unexpected" in err and "Traceback" not in err
@@ -141,12 +144,12 @@ def test_a_kind_missing_from_the_cluster_version_and_unknown_versions() -> None:
         core_errors(budget, "1.99")
 
 
-def test_crds_folder_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_crds_folder_errors(site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         CrdSchemas.load(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "not-a-crd.yaml").write_text("kind: ConfigMap\n")
     with pytest.raises(UsageError, match="no CustomResourceDefinition"):
         CrdSchemas.load(tmp_path / "empty")
-    assert main(["render", str(REFERENCE), "--out", str(tmp_path / "o"), "--crds", str(tmp_path)]) == 2
+    assert main(["render", str(site_repo), "--out", str(tmp_path / "o"), "--crds", str(tmp_path)]) == 2
     assert "--crds is used by --check" in capsys.readouterr().err

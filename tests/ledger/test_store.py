@@ -38,7 +38,7 @@ def _rows(count: int, start: datetime = NOV.start, step_s: int = 97, prefix: str
             site="brno" if i % 4 else None,
             prompt_tokens=(37 * i) % 9000 + 1,
             completion_tokens=i % 300,
-            cached_prompt_tokens=(11 * i) % 200 if i % 5 else None,
+            cached_prompt_tokens=min((11 * i) % 200, (37 * i) % 9000 + 1) if i % 5 else None,
             ttft_ms=(i % 700) / 3 if i % 6 else None,
             status=("ok", "429", "200")[i % 3],
             request_id=f"{prefix}-{i}" if i % 7 else None,
@@ -168,16 +168,17 @@ def test_bad_records_are_counted_and_located_and_strict_adds_nothing(
         json.dumps({k: v for k, v in json.loads(good[3]).items() if k != "model"}) + "\n",
         "[1, 2]\n",
         good[3],
+        json.dumps({**json.loads(good[2]), "prompt_tokens": 10, "cached_prompt_tokens": 11}) + "\n",
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(lines))
     store = tmp_path / "ledger.duckdb"
     assert main(["ledger", "ingest", "--store", str(store), "--strict", str(path)]) == 2
-    assert "7 bad request record(s); nothing was ingested (--strict)" in capsys.readouterr().err
+    assert "8 bad request record(s); nothing was ingested (--strict)" in capsys.readouterr().err
     assert not LedgerStore(store, read_only=True).status()["records"]
     assert main(["ledger", "ingest", "--store", str(store), str(path)]) == 0
     out = capsys.readouterr().out
-    assert "3 record(s) added, 0 already there, 7 bad (of 10 read from 1 file(s))" in out
+    assert "3 record(s) added, 0 already there, 8 bad (of 11 read from 1 file(s))" in out
     for line, why in (
         (2, "not a JSON object"),
         (5, "prompt_tokens = -5 is not a whole number from 0 to 2147483647"),
@@ -186,6 +187,7 @@ def test_bad_records_are_counted_and_located_and_strict_adds_nothing(
         (8, "ttft_ms = 9000000000.0 is not a number of milliseconds from 0 to 4000000"),
         (9, "model is missing"),
         (10, "not a JSON object"),
+        (12, "cached_prompt_tokens = 11 is more than prompt_tokens = 10"),
     ):
         assert f"bad record: {path}:{line}: {why}" in out
 

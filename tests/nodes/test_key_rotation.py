@@ -42,6 +42,10 @@ def test_rotation_keeps_every_node_verifying(site_repo: Path, tmp_path: Path) ->
 
     git(site_repo, "checkout", "-q", "rotate")  # during: the review branch
     assert all_verify(site_repo) and signers(site_repo) == {new_id}
+    # CI judges the branch by main's keys: the new key is accepted because the old one endorsed it
+    ci = fabric("validate", "-C", str(site_repo), "--base", "main")
+    assert ci.returncode == 0, ci.stdout + ci.stderr
+    assert f"key {new_id} added" in ci.stdout and f"endorsed by trusted key {old_id}" in ci.stdout
     assert len(list((site_repo / "keys").glob("*.pub"))) == 2
     git(site_repo, "checkout", "-q", "main")
     early = fabric("keys", "retire", old_id, "-C", str(site_repo))  # before it has landed: main has one key
@@ -58,6 +62,8 @@ def test_rotation_keeps_every_node_verifying(site_repo: Path, tmp_path: Path) ->
     assert fabric(*enroll, "--key", str(new_key)).returncode == 0  # re-enrolled with the new key
     done = fabric("keys", "retire", old_id, "-C", str(site_repo))
     assert done.returncode == 0, done.stderr
+    retired_ci = fabric("validate", "-C", str(site_repo), "--base", "HEAD~1")
+    assert retired_ci.returncode == 0 and f"key {old_id} removed" in retired_ci.stdout
     assert all_verify(site_repo) and signers(site_repo) == {new_id}  # after
     assert [p.name for p in (site_repo / "keys").glob("*.pub")] == [f"enrollment-{new_id}.pub"]
     assert (site_repo / "keys" / "retired" / f"{old_id}.pub").is_file()

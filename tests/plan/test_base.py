@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
+from llm_fabric.enrollment.registry import sign_file
+from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.gitrepo import commit_paths
 
 
@@ -28,7 +30,10 @@ def test_base_diff_over_history(site_repo: Path, capsys: pytest.CaptureFixture[s
     b200 = (nodes / "dgx-b200-01.yaml").read_text().replace("dgx-b200-01", "dgx-b200-02")
     for old in [line.split("- ")[1] for line in b200.splitlines() if line.strip().startswith("- GPU-")]:
         b200 = b200.replace(old, f"GPU-{uuid.uuid4()}")
-    _commit(site_repo, nodes / "dgx-b200-02.yaml", b200, "enroll dgx-b200-02")
+    # the new node is signed with the federation key: plan refuses an unsigned one
+    (nodes / "dgx-b200-02.yaml").write_text(b200)
+    sign_file(nodes / "dgx-b200-02.yaml", load_private_key(default_private_key_path(site_repo)))
+    assert commit_paths(site_repo, [nodes / "dgx-b200-02.yaml"], "enroll dgx-b200-02") is not None
     dep = site_repo / "deployments" / "deepseek-v3-2.yaml"
     _commit(site_repo, dep, dep.read_text().replace("replicas: 1", "replicas: 2"), "deepseek: 2 replicas")
     pol = site_repo / "policies" / "sovereignty.yaml"

@@ -192,9 +192,9 @@ def provision_command(
     from llm_fabric.deploy.options import StackOptions
     from llm_fabric.nodes.provision import find_node, provision_node
     from llm_fabric.playbook_runner import Target
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.trust import load_trusted_site
 
-    site = load_site(site_repo)
+    site = load_trusted_site(site_repo)
     manifest = find_node(site, node)
     overrides: dict[str, str] = {}
     for item in extra:

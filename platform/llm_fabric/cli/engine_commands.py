@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from llm_fabric.cli.output import console, print_json
+from llm_fabric.cli.output import FabricConsole, console, print_json
 
 if TYPE_CHECKING:
     from llm_fabric.engine.capacity import CapacityEstimate
@@ -302,7 +301,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
             "yes" if e.fits else f"no: {e.reason}",
         )
     # wider than a pipe's default 80 columns: the figures must not be cut
-    Console(width=max(console.width, 120), highlight=False).print(table)
+    FabricConsole(width=max(console.width, 120), highlight=False).print(table)
     return 0 if all(r.estimate.fits for r in rows) else 3
 
 

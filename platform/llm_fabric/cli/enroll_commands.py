@@ -250,6 +250,31 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
     )
 
 
+@keys_group.command("add")
+@click.argument("public_key", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@site_repo
+@key_option
+@click.option("--name", metavar="NAME", help="File name in keys/ (default: PUBLIC_KEY's name).")
+def keys_add_command(public_key: Path, site_repo: Path, key_path: Path | None, name: str | None) -> None:
+    """Add a federation key, endorsed by a key the site repo already trusts (key rotation).
+
+    Writes keys/NAME.pub and keys/NAME.pub.endorsement and commits them. `fabric validate --base` and
+    `fabric plan --base` accept a new key only with such an endorsement by a key of the base revision.
+
+    \b
+    Example:
+      fabric keys add ./operator-2027.pub --site-repo ./site --key ./site.enrollment.key
+    """
+    from llm_fabric.signing import default_private_key_path, load_private_key
+    from llm_fabric.trust import add_key
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    added = add_key(site_repo, public_key, private, name)
+    console.print(
+        f"key {added.key_id}: {added.path}, endorsed by {added.signer} (commit {added.commit or '-'})", markup=False
+    )
+
+
 @keys_group.command("rotate")
 @site_repo
 @key_option
@@ -391,7 +416,7 @@ def nodes_verify_command(site_repo: Path) -> int:
       fabric nodes verify --site-repo ./site
     """
     from llm_fabric.enrollment.registry import verify_nodes
-    from llm_fabric.enrollment.signature_checks import signature_fix_hint
+    from llm_fabric.trust import signature_fix_hint
 
     statuses = verify_nodes(site_repo)
     bad = [s for s in statuses if s.problem is not None]

@@ -10,10 +10,9 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from llm_fabric.cli.options import site_repo_option
-from llm_fabric.cli.output import console, print_json
+from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.ledger.period import Month
 
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
 # every `fabric` invocation imports this module, and only `fabric report`/`exporter` need them.
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = FabricConsole(stderr=True, highlight=False, soft_wrap=True)
 _files = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 

@@ -13,9 +13,10 @@ import sys
 import traceback
 
 import click
-from rich.console import Console
+from rich.text import Text
 
 from llm_fabric import __version__
+from llm_fabric.cli.output import err_console
 from llm_fabric.errors import EXIT_INTERNAL, EXIT_USAGE, FabricError
 
 COMMANDS: dict[str, str] = {
@@ -40,8 +41,6 @@ COMMANDS: dict[str, str] = {
     "gpus": "hardware_commands",
     "models": "engine_commands",
 }
-
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class FabricGroup(click.Group):
@@ -89,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except FabricError as exc:
         if debug:
             traceback.print_exc()
-        err_console.print(f"[bold red]error:[/] {exc.render()}", markup=True, highlight=False)
+        # the message holds user text (names, paths, values): printed as it is, never as markup
+        err_console.print(Text.assemble(("error:", "bold red"), " ", exc.render()), highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         err_console.print("interrupted")
@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         else:
             err_console.print(
-                f"[bold red]internal error:[/] {sys.exc_info()[1]!r} (run with --debug for the traceback)", markup=True
+                Text.assemble(
+                    ("internal error:", "bold red"), f" {sys.exc_info()[1]!r} (run with --debug for the traceback)"
+                )
             )
         return EXIT_INTERNAL
     return int(result) if isinstance(result, int) else 0

@@ -77,3 +77,12 @@ def resolve_site_repo(flag: Path | None, legacy: Path | None) -> Path:
 def _from_environment(param: str) -> bool:
     ctx = click.get_current_context(silent=True)
     return ctx is not None and ctx.get_parameter_source(param) is click.core.ParameterSource.ENVIRONMENT
+
+
+keyring_option = click.option(
+    "--keyring",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Trust root outside the repo: a folder of the federation's *.pub keys (keys/ is judged by it).",
+)

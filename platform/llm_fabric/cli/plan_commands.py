@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from llm_fabric.cli.options import site_repo_option
-from llm_fabric.cli.output import console
+from llm_fabric.cli.options import keyring_option, site_repo_option
+from llm_fabric.cli.output import console, err_console
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY
 
 if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is made
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
 @click.command("plan")
 @site_repo_option(positional=True)
 @click.option("--base", "base_rev", metavar="REV", help="Compare with the site repo at this git revision.")
+@keyring_option
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document (with its diff) as JSON.")
 @click.option(
     "-o",
@@ -45,7 +46,13 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
     help="Solver time limit (default 10, or $FABRIC_PLAN_TIME_LIMIT).",
 )
 def plan_command(
-    site_repo: Path, base_rev: str | None, as_json: bool, output: Path | None, fmt: str, time_limit: float | None
+    site_repo: Path,
+    base_rev: str | None,
+    keyring: Path | None,
+    as_json: bool,
+    output: Path | None,
+    fmt: str,
+    time_limit: float | None,
 ) -> int:
     """Plan the placement of every deployment of the site repo (the current folder, or -C DIR).
 
@@ -66,13 +73,18 @@ def plan_command(
     from llm_fabric.plan.planning import plan_site
     from llm_fabric.plan.report import markdown
     from llm_fabric.plan.revision import checkout_revision
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.trust import load_trusted_site, trust_root
 
-    site = load_site(site_repo)
+    # with --base the nodes are judged by the base revision's keys: a change cannot vouch for itself
+    trust = trust_root(site_repo, base_rev, keyring)
+    for change in trust.changes:
+        err_console.print(f"key change: {change.describe()}", markup=False)
+    trust.require_accepted()
+    site = load_trusted_site(site_repo, trust.keys)
     diff = None
     if base_rev is not None:
         with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
-            base_site = load_site(checkout_revision(site_repo, base_rev, Path(tmp)))
+            base_site = load_trusted_site(checkout_revision(site_repo, base_rev, Path(tmp)), trust.base_keys)
             base_plan = plan_site(base_site, time_limit_s=time_limit)
         plan = plan_site(site, base_plan, time_limit_s=time_limit)
         diff = diff_plans(base_plan, plan, base_rev)
@@ -84,6 +96,9 @@ def plan_command(
     if as_json:
         click.echo(plan_json(plan), nl=False)
     elif fmt == "markdown":
+        if trust.changes:  # the PR comment shows what the change does to the federation's keys, first
+            lines = "".join(f"- {c.describe()}\n" for c in trust.changes)
+            click.echo(f"### Key changes\n\n{lines}\n", nl=False)
         click.echo(markdown(plan, diff), nl=False)
     else:
         _print_tables(plan, diff)

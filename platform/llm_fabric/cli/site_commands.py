@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import keyring_option, site_repo_option
 from llm_fabric.cli.output import console, print_json, print_problems
 
 # The site modules (pydantic models, schemas, policies) are imported inside the commands: every `fabric`
@@ -57,21 +57,33 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
 @click.command("validate")
 @site_repo_option(positional=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def validate_command(site_repo: Path, as_json: bool) -> int:
+@click.option(
+    "--base",
+    "base_rev",
+    metavar="REV",
+    help="Judge the change against this git revision: its keys/ are the trust root; key changes are listed.",
+)
+@keyring_option
+def validate_command(site_repo: Path, as_json: bool, base_rev: str | None, keyring: Path | None) -> int:
     """Check a site repo: schema, references, signatures and policies.
 
-    Exit 0 when valid, 2 on schema/reference problems, 3 on policy violations.
+    Exit 0 when valid, 2 on schema/reference problems, 3 on policy violations (an untrusted node,
+    or with --base a key added or replaced without the endorsement of a key the base trusts).
 
     \b
-    Example:
+    Examples:
       fabric validate -C ./site --json
+      fabric validate -C ./site --base main
+      fabric validate -C ./site --keyring ~/.config/llm-fabric/keys
     """
     from llm_fabric.validate import validate_site
 
-    report = validate_site(site_repo)
+    report = validate_site(site_repo, base_rev, keyring)
     if as_json:
         print_json(report.as_dict())
         return report.exit_code
+    for change in report.key_changes:
+        console.print(f"key change: {change}", markup=False)
     print_problems("problems", report.problems)
     print_problems("policy violations", report.violations, style="yellow")
     counts = ", ".join(f"{v} {k}" for k, v in report.summary.items())

@@ -13,7 +13,8 @@ from llm_fabric.deploy.resources.serving import build_serving
 from llm_fabric.deploy.sites import resolve_site
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan, load_plan
-from llm_fabric.site.loader import SiteRepo, load_site
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.trust import load_trusted_site
 
 # the order to deploy them in: cluster-wide quota first, then the namespace and its workloads
 STACK_ORDER = ("allocations", "serving", "observability")
@@ -39,7 +40,7 @@ class StackInputs:
 
 
 def load_inputs(options: StackOptions, *, site: SiteRepo | None = None, plan: Plan | None = None) -> StackInputs:
-    repo = site if site is not None else load_site(options.site_repo)
+    repo = site if site is not None else load_trusted_site(options.site_repo)
     site_id = resolve_site(repo, options.site)
     namespace = repo.config.sites[site_id].cluster.namespace
     return StackInputs(repo, site_id, namespace, options, plan)

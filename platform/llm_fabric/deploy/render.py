@@ -24,6 +24,7 @@ from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
 from llm_fabric.deploy.manifests import Bundle, Manifest, all_objects, file_name
 from llm_fabric.distribution import data_path
 from llm_fabric.errors import UsageError
+from llm_fabric.outdir import claim_folder
 
 KUSTOMIZATION = "kustomization.yaml"
 OPERATOR_API = "pulumi.com/v1"
@@ -117,6 +118,8 @@ def render_stacks(
         _render_flux(inputs, site_dir, flux_repo, flux_branch, result, texts)
     if check is not None:
         check([(path, texts[path]) for path in result.manifests])
+    # OUT/SITE is the render's own (a marker file): stale files and a killed run's temp files go, nothing else
+    claim_folder(site_dir, "render")
     # every file is replaced atomically, with two syncs for the whole tree (not two per file)
     with AtomicBatch() as batch:
         for path, text in texts.items():

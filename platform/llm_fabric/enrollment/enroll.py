@@ -12,14 +12,13 @@ from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.facts import FactsBundle, ProgressCallback, gather, load_bundle
 from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
 from llm_fabric.enrollment.registry import Registration, load_nodes, refuse_claimed_gpus, register
-from llm_fabric.errors import ConfigError, UsageError
+from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.playbook_runner import Connection, Target
 from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.loader import SiteRepo, collect_site
-from llm_fabric.site.models import NAME_PATTERN, NAME_RULE, GpuInventory, HostInventory, NodeManifest, suggest_name
-
-_NODE_NAME = re.compile(NAME_PATTERN)
+from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
+from llm_fabric.site.paths import check_name
 
 
 @dataclass
@@ -85,22 +84,14 @@ def node_name(request: EnrollRequest, inventory: Inventory) -> str:
     on the command line), else the machine's own short hostname as a DNS label (HOST is an address then).
     """
     if request.name:
-        return _checked_name(request.name, "--name")
+        return check_name(request.name, "--name")
     if request.facts_file is not None:
-        return _checked_name(request.host, "NAME (the node name, with --facts)")
+        return check_name(request.host, "NAME (the node name, with --facts)")
     raw = (inventory.host.hostname or request.host).split(".")[0].lower()
     label = re.sub(r"[^a-z0-9-]+", "-", raw).strip("-")[:63].strip("-")
     if not label:
         raise UsageError(f"cannot make a node name from `{raw}`", hint="pass --name NODE")
     return label
-
-
-def _checked_name(value: str, what: str) -> str:
-    if not _NODE_NAME.match(value):
-        raise UsageError(
-            f"{what} `{value}` is not a valid node name", hint=f"{NAME_RULE}; e.g. `{suggest_name(value)}`"
-        )
-    return value
 
 
 def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> EnrollResult:
@@ -115,6 +106,7 @@ def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> 
     if not verdict.admitted:
         return EnrollResult(name, verdict, inventory, None, None)
     manifest = build_manifest(name, request, site, inventory, verdict)
+    _require_gpu_identity(manifest)
     # the real run checks again under the registry lock; this check is what makes a dry run's verdict
     # (and exit code) the real run's: the same refusal, from the same function
     refuse_claimed_gpus(manifest, load_nodes(request.site_root))
@@ -122,6 +114,16 @@ def enroll(request: EnrollRequest, progress: ProgressCallback | None = None) -> 
         return EnrollResult(name, verdict, inventory, manifest, None)
     registration = register(request.site_root, manifest, private, branch=request.branch)
     return EnrollResult(name, verdict, inventory, manifest, registration)
+
+
+def _require_gpu_identity(manifest: NodeManifest) -> None:
+    problems = manifest.gpus.identity_problems()
+    if problems:
+        raise PolicyRefusal(
+            f"refused: the GPUs of `{manifest.name}` cannot be told apart from other machines' GPUs",
+            problems=[Problem(p) for p in problems],
+            hint="the driver must report each GPU's UUID (nvidia-smi -L); nothing was written",
+        )
 
 
 def _label(value: str) -> str:

@@ -17,9 +17,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_document
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
-from llm_fabric.signing import load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.signing import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
 from llm_fabric.site.schemas import modeline
 
 NODES = "nodes"
@@ -28,7 +29,13 @@ _VOLATILE = ("enrolled_at", "signature", "checks")
 
 
 def node_path(root: Path, name: str) -> Path:
-    return root / NODES / f"{name}.yaml"
+    """nodes/NAME.yaml; a NAME that is no DNS label, or a nodes/ that leads out of the repo, is a UsageError."""
+    return repo_path(root, NODES, f"{check_name(name, 'node name')}.yaml")
+
+
+def retirement_path(root: Path, name: str) -> Path:
+    """retired/NAME.yaml, the record `fabric nodes retire` leaves (llm_fabric.site.models.RetirementRecord)."""
+    return repo_path(root, RETIRED, f"{check_name(name, 'node name')}.yaml")
 
 
 def manifest_text(manifest: NodeManifest) -> str:
@@ -44,7 +51,7 @@ def manifest_text(manifest: NodeManifest) -> str:
 def registry_lock(root: Path) -> Iterator[None]:
     if not gitrepo.is_repo(root):
         raise UsageError(f"{root} is not a git site repo", hint="create one with `fabric init DIR`")
-    with gitrepo.file_lock(root / ".git" / "fabric-enroll.lock"):
+    with gitrepo.write_lock(root, (NODES, RETIRED, KEYS_DIR)):
         yield
 
 
@@ -203,6 +210,10 @@ def verify_nodes(root: Path) -> list[NodeStatus]:
     keys = load_public_keys(root)
     out = []
     for path in sorted((root / NODES).glob("*.yaml")):
+        unsafe = unsafe_entry(path)
+        if unsafe is not None:  # a link is not the repo's content, whatever it points at
+            out.append(NodeStatus(path.stem, path, None, unsafe.message))
+            continue
         try:
             manifest = load_model(path, NodeManifest)
         except ConfigError as exc:

@@ -1,51 +1,27 @@
-"""`fabric validate`: every node manifest must carry a valid signature by a key in keys/.
+"""`fabric validate`: every node manifest must be trusted (llm_fabric.trust.untrusted_nodes).
 
-Unsigned or altered manifests are policy violations (exit 3): a federation cannot place
-workloads on hardware claims that nobody with the enrollment key vouched for.
+Unsigned or altered manifests, keys outside keys/ and replays of a retired node's old manifest are
+policy violations (exit 3): a federation cannot place workloads on hardware claims that nobody with
+the enrollment key vouched for. With `validate --base`, the keys are the base revision's.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from llm_fabric.errors import UsageError
-from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.models import NodeManifest
-from llm_fabric.site.validation import Finding
+from llm_fabric.site.validation import Finding, SiteCheck
+from llm_fabric.trust import Keys, untrusted_nodes
 
 
-def signature_fix_hint(root: Path, node: NodeManifest) -> str:
-    """The command that gives NODE a valid signature again, by its provenance.
-
-    `fabric nodes sign` refuses enrolled manifests (their facts come from the machine): for those the
-    fix is re-enrolling; a declared manifest is signed by an operator.
-    """
-    if node.provenance == "enrolled":
-        return (
-            f"re-enroll the machine: `fabric enroll HOST --site-repo {root} --owner {node.owner} "
-            f"--site {node.site} --name {node.name}`"
-        )
-    return f"have an operator sign it: `fabric nodes sign {node.name} --site-repo {root}`"
-
-
-def check_node_signatures(site: SiteRepo) -> list[Finding]:
+def check_node_signatures(site: SiteRepo, keys: Keys | None = None) -> list[Finding]:
+    """Findings for untrusted nodes under `keys` (default: the repo's own keys/)."""
     if not site.nodes:
         return []
     try:
-        keys = load_public_keys(site.root)
+        problems = untrusted_nodes(site, keys)
     except UsageError as exc:
-        return [Finding("config", site.problem(site.root / "keys", (), exc.message))]
-    findings = []
-    for name, node in sorted(site.nodes.items()):
-        problem = verify_manifest(node, keys)
-        if problem is None:
-            continue
-        hint = signature_fix_hint(site.root, node)
-        if not keys:
-            hint = "no keys/*.pub in the site repo: run `fabric keys init --site-repo DIR`, then sign the nodes"
-        loc = ("signature",) if node.signature is not None else ("name",)
-        findings.append(
-            Finding("policy", site.problem(site.path_of("nodes", name), loc, f"node `{name}`: {problem}", hint))
-        )
-    return findings
+        return [Finding("config", site.problem(site.root / "keys", (), exc.message, exc.hint))]
+    return [Finding("policy", p) for p in problems]
+
+
+site_checks: list[SiteCheck] = [check_node_signatures]  # run by validate with its trust root

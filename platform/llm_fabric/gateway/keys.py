@@ -20,6 +20,7 @@ from llm_fabric.documents import dump_yaml, read_yaml, validate_document
 from llm_fabric.errors import UsageError
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import Tenant, TenantKey
+from llm_fabric.site.paths import check_name, repo_path
 
 KEY_PREFIX = "fk-"
 
@@ -44,7 +45,7 @@ def key_hash(key: str) -> str:
 
 
 def _tenant_path(root: Path, tenant: str) -> Path:
-    path = root / "tenants" / f"{tenant}.yaml"
+    path = repo_path(root, "tenants", f"{check_name(tenant, 'tenant name')}.yaml")  # a name, never a path
     if not path.is_file():
         known = sorted(p.stem for p in (root / "tenants").glob("*.yaml")) if (root / "tenants").is_dir() else []
         raise UsageError(

@@ -7,25 +7,35 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.ledger.manifest import MANIFEST, write_manifest
+from llm_fabric.ledger.manifest import MANIFEST, listed_files, write_manifest
 from llm_fabric.ledger.month_report import MonthReport
 from llm_fabric.ledger.render import render_csvs, render_html, render_json, render_markdown
+from llm_fabric.outdir import MARKER, claim_folder
 
 
 def write_report(out: Path, report: MonthReport, key: Ed25519PrivateKey | None) -> list[str]:
-    """Every file of the report under `out` (files of an earlier run that we would not write are removed)."""
+    """Every file of the report under `out`; files an earlier run listed that this one does not write are removed.
+
+    `out` must be new, empty or an earlier report folder (llm_fabric.outdir); nothing else in it is touched.
+    The manifest is written last: a run killed before it leaves a folder that fails `report verify`
+    until a re-run completes it.
+    """
     files = {
         "report.md": render_markdown(report),
         "report.html": render_html(report),
         "report.json": render_json(report),
         **render_csvs(report),
     }
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, "report")
+    earlier = listed_files(out)
+    (out / MANIFEST).unlink(missing_ok=True)  # the folder is not a finished report until the new manifest is written
     for name, text in files.items():
         write_atomic(out / name, text)
-    for stale in out.iterdir():
+    for name in earlier:
         # a re-run into the same folder must not leave a file the new manifest does not list
-        if stale.is_file() and stale.name not in files and stale.name != MANIFEST and stale.suffix in (".csv", ".md"):
+        stale = out / name
+        if name not in files and name != MARKER and stale.is_file() and not stale.is_symlink():
             stale.unlink()
-    write_manifest(out, sorted(files), key)
-    return sorted([*files, MANIFEST])
+    names = sorted([*files, MARKER])
+    write_manifest(out, names, key)
+    return sorted([*names, MANIFEST])

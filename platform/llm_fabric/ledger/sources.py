@@ -260,6 +260,9 @@ def normalised_select(con: duckdb.DuckDBPyConnection, source: SourceFile, *, fas
         f"{_shown('completion_raw')} || ' {tokens}' "
         "WHEN cached_raw IS NOT NULL AND cached_prompt_tokens IS NULL THEN 'cached_prompt_tokens = ' || "
         f"{_shown('cached_raw')} || ' {tokens}' "
+        # cached input is part of the prompt: more cached than prompt tokens would book negative money
+        "WHEN cached_prompt_tokens > prompt_tokens THEN 'cached_prompt_tokens = ' || cached_prompt_tokens "
+        "|| ' is more than prompt_tokens = ' || prompt_tokens || ' (cached input is part of the prompt)' "
         f"WHEN ttft_raw IS NOT NULL AND ttft_us IS NULL THEN 'ttft_ms = ' || {_shown('ttft_raw')} "
         f"|| ' is not a number of milliseconds from 0 to {MAX_TTFT_MS}' END"
     )

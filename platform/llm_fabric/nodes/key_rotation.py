@@ -1,7 +1,8 @@
 """Rotating the federation's enrollment key: two reviewed changes, so that no node is ever unverifiable.
 
-1. `rotate`: a new key pair; its public key goes into keys/ beside the old one, and every node
-   manifest is re-signed with it, in one commit (or onto a review branch). The old key stays in keys/,
+1. `rotate`: a new key pair; its public key goes into keys/ beside the old one, endorsed by the old
+   key (llm_fabric.trust: what `validate --base` accepts), and every node manifest is re-signed with
+   it, in one commit (or onto a review branch). The old key stays in keys/,
    so the repo verifies before the change, with it, and after it has landed.
 2. `retire`, once the rotation has landed: the old key leaves keys/ (kept in keys/retired/ for
    reports signed before, which `fabric report verify --public-key` checks); refused while any
@@ -24,7 +25,15 @@ from llm_fabric.documents import load_model
 from llm_fabric.enrollment.registry import NODES, manifest_text, registry_lock
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.nodes.retire import resigned_text
-from llm_fabric.signing import KEYS_DIR, key_id, load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.signing import (
+    ENDORSEMENT_SUFFIX,
+    KEYS_DIR,
+    endorse_key,
+    key_id,
+    load_public_keys,
+    sign_manifest,
+    verify_manifest,
+)
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
 
@@ -78,16 +87,20 @@ def rotate_key(
         raise UsageError(f"{private_path} is inside the site repo", hint="keep the private key outside the repo")
     public_rel = f"{KEYS_DIR}/enrollment-{new_id}.pub"
     with registry_lock(root):
-        files = {public_rel: _pem(new)[1].decode("ascii")} | _resigned_manifests(root, new)
+        # the old key endorses the new one: `validate --base` trusts a key the base revision's keys vouched for
+        files = {
+            public_rel: _pem(new)[1].decode("ascii"),
+            public_rel + ENDORSEMENT_SUFFIX: endorse_key(new.public_key(), old),
+        } | _resigned_manifests(root, new)
         write_atomic(private_path, _pem(new)[0], mode=0o600)
-        message = f"rotate the federation key {old_id} -> {new_id}: add {public_rel}, re-sign {len(files) - 1} node(s)"
+        resigned = sorted(Path(rel).stem for rel in files if rel.startswith(f"{NODES}/"))
+        message = f"rotate the federation key {old_id} -> {new_id}: add it (endorsed), re-sign {len(resigned)} node(s)"
         if branch is not None:
             commit = gitrepo.commit_to_branch(root, branch, files, message)
         else:
             for rel, text in files.items():
                 write_atomic(root / rel, text, mode=0o644)
             commit = gitrepo.commit_paths(root, [root / rel for rel in files], message)
-    resigned = sorted(Path(rel).stem for rel in files if rel.startswith(f"{NODES}/"))
     return Rotation(old_id, new_id, private_path, root / public_rel, resigned, commit, branch)
 
 

@@ -13,20 +13,27 @@ import re
 import shlex
 import shutil
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml
-from llm_fabric.enrollment.registry import Registration, manifest_text, registry_lock, verified_manifest
+from llm_fabric.enrollment.registry import (
+    Registration,
+    manifest_text,
+    registry_lock,
+    retirement_path,
+    verified_manifest,
+)
 from llm_fabric.errors import UsageError
 from llm_fabric.nodes.provision import drain_node
 from llm_fabric.playbook_runner import PlaybookResult
 from llm_fabric.signing import sign_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.loader import FABRIC_FILE
-from llm_fabric.site.models import FabricConfig, NodeManifest
+from llm_fabric.site.models import FabricConfig, NodeManifest, RetirementRecord
 
 _NO_DRAIN_HINT = "if the machine and its Kubernetes node are already gone, retire it with --no-drain"
 # kubectl's --timeout takes a Go duration
@@ -98,15 +105,35 @@ def _cluster_context(root: Path, manifest: NodeManifest) -> str:
 
 
 def mark_retired(root: Path, name: str, private: Ed25519PrivateKey) -> Registration:
-    """Mark a node retired (re-signed, committed). Draining its workloads is the drain playbook's job."""
+    """Mark a node retired: re-signed manifest and retirement record, committed together.
+
+    Draining its workloads is the drain playbook's job. The manifest is written first and the record
+    second; a run killed in between is completed by the next (it finds the node retired, writes what is
+    missing and commits), and a run that fails before its commit puts both files back as committed.
+    """
     with registry_lock(root):
         path, current = verified_manifest(root, name, "retire")
-        if current.status == "retired":
-            return Registration(path, None, current, [])
-        updated = sign_manifest(current.model_copy(update={"status": "retired"}), private)
-        write_atomic(path, manifest_text(updated) if current.provenance == "enrolled" else resigned_text(path, updated))
-        commit = gitrepo.commit_paths(root, [path], f"retire {name}")
-        return Registration(path, commit, current, [f"status: {current.status} -> retired"])
+        record = retirement_path(root, name)
+        paths = [path, record]
+        changes = []
+        with gitrepo.rolled_back_on_error(root, paths):
+            if current.status != "retired":
+                updated = sign_manifest(current.model_copy(update={"status": "retired"}), private)
+                text = manifest_text(updated) if current.provenance == "enrolled" else resigned_text(path, updated)
+                write_atomic(path, text)
+                changes.append(f"status: {current.status} -> retired")
+            if not record.is_file():
+                write_atomic(record, _record_text(current))
+            commit = gitrepo.commit_paths(root, paths, f"retire {name}")
+        return Registration(path, commit, current, changes)
+
+
+def _record_text(manifest: NodeManifest) -> str:
+    record = RetirementRecord(
+        name=manifest.name, enrolled_at=manifest.enrolled_at, retired_at=datetime.now(UTC).replace(microsecond=0)
+    )
+    header = "# Written by `fabric nodes retire`: manifests of this node enrolled before it are refused.\n"
+    return header + dump_yaml(record.model_dump(mode="json"))
 
 
 def resigned_text(path: Path, manifest: NodeManifest) -> str:

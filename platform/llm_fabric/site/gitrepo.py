@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from llm_fabric.atomicio import remove_temp_files
 from llm_fabric.errors import UsageError
 
 _IDENTITY = {
@@ -61,6 +62,19 @@ def file_lock(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextmanager
+def write_lock(root: Path, folders: Sequence[str]) -> Iterator[None]:
+    """The lock every command that writes node manifests, retirement records or keys holds (`.git/fabric-enroll.lock`).
+
+    All writes into `folders` happen under it, so a temporary file found there on entry was left by a
+    killed run: it is removed (a re-run completes, and `git add` never picks the leftover up).
+    """
+    with file_lock(root / ".git" / "fabric-enroll.lock"):
+        for folder in folders:
+            remove_temp_files(root / folder)
+        yield
+
+
 def repo_lock(root: Path) -> AbstractContextManager[None]:
     return file_lock(root / ".git" / "fabric.lock")
 
@@ -74,6 +88,21 @@ def commit_paths(root: Path, paths: Sequence[Path], message: str) -> str | None:
             return None
         git(root, "commit", "-q", "-m", message, "--", *rel)
         return git(root, "rev-parse", "HEAD").strip()
+
+
+@contextmanager
+def rolled_back_on_error(root: Path, paths: Sequence[Path]) -> Iterator[None]:
+    """Run the with-block; if it raises, put `paths` back as HEAD has them (deleting those HEAD lacks)."""
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            rel = str(path.relative_to(root) if path.is_absolute() else path)
+            if git(root, "ls-files", "--", rel, check=False).strip():
+                git(root, "checkout", "HEAD", "--", rel, check=False)
+            else:
+                (root / rel).unlink(missing_ok=True)
+        raise
 
 
 def show_file(root: Path, rev: str, path: str) -> str | None:

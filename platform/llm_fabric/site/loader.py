@@ -23,8 +23,10 @@ from llm_fabric.site.models import (
     LedgerConfig,
     NodeManifest,
     PolicySet,
+    RetirementRecord,
     Tenant,
 )
+from llm_fabric.site.paths import RETIRED, unsafe_entry
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -42,6 +44,7 @@ class SiteRepo:
     deployments: dict[str, Deployment] = field(default_factory=dict)
     site_policies: dict[str, PolicySet] = field(default_factory=dict)
     ledger: LedgerConfig | None = None
+    retirements: dict[str, RetirementRecord] = field(default_factory=dict)
     documents: dict[Path, Document] = field(default_factory=dict)
     # files present but not loadable: references to them are not reported again as unknown
     unloadable: dict[str, set[str]] = field(default_factory=dict)
@@ -72,6 +75,10 @@ class _Collector:
         self.unloadable: dict[str, set[str]] = {}
 
     def load(self, path: Path, model: type[M]) -> M | None:
+        unsafe = unsafe_entry(path)
+        if unsafe is not None:
+            self.problems.append(unsafe)
+            return None
         try:
             doc = read_yaml(path)
             self.documents[path] = doc
@@ -96,6 +103,10 @@ class _Collector:
     def load_collection(self, root: Path, folder: str, model: type[M], named: bool) -> dict[str, M]:
         out: dict[str, M] = {}
         directory = root / folder
+        unsafe = unsafe_entry(directory)
+        if unsafe is not None:
+            self.problems.append(unsafe)
+            return out
         if not directory.is_dir():
             return out
         for path in sorted(directory.iterdir()):
@@ -133,7 +144,8 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
     tenants = col.load_collection(root, "tenants", Tenant, named=True)
     deployments = col.load_collection(root, "deployments", Deployment, named=True)
     policies = col.load_collection(root, "policies", PolicySet, named=False)
-    ledger = col.load(root / LEDGER_FILE, LedgerConfig) if (root / LEDGER_FILE).exists() else None
+    ledger = col.load(root / LEDGER_FILE, LedgerConfig) if _present(root / LEDGER_FILE) else None
+    retirements = col.load_collection(root, RETIRED, RetirementRecord, named=True)
     if config is None:
         return None, col.problems
     site = SiteRepo(
@@ -144,6 +156,7 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
         deployments=deployments,
         site_policies=policies,
         ledger=ledger,
+        retirements=retirements,
         documents=col.documents,
         unloadable=col.unloadable,
     )
@@ -151,6 +164,10 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
     for check in REFERENCE_CHECKS:
         problems.extend(check(site))
     return site, problems
+
+
+def _present(path: Path) -> bool:
+    return path.exists() or path.is_symlink()
 
 
 def load_site(root: Path) -> SiteRepo:
@@ -189,6 +206,8 @@ def _check_nodes(site: SiteRepo) -> list[Problem]:
             )
     seen: dict[str, str] = {}
     for name, node in site.nodes.items():
+        if node.status == "retired":
+            continue  # a retired node's GPUs are free to be enrolled under another name
         for i, uuid in enumerate(node.gpus.uuids):
             if uuid in seen and seen[uuid] != name:
                 out.append(

@@ -46,7 +46,12 @@ Name = Annotated[
 ]
 CountryCode = Annotated[str, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2 country code")]
 CurrencyCode = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 currency code")]
-Money = Annotated[Decimal, Field(ge=0)]
+# upper bounds: far above any real site, low enough that a typo cannot make `plan` allocate per unit
+MAX_GPUS_PER_NODE = 64
+MAX_REPLICAS = 4096
+MAX_TOKENS = 1 << 24  # context and output lengths (16 Mi tokens)
+Money = Annotated[Decimal, Field(ge=0, le=Decimal(10) ** 12)]
+Replicas = Annotated[int, Field(ge=0, le=MAX_REPLICAS)]
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -89,7 +94,7 @@ class SiteSpec(FabricModel):
 
 class DataClass(FabricModel):
     description: str
-    rank: int = Field(ge=0, description="sensitivity order: higher is more sensitive")
+    rank: int = Field(ge=0, le=1000, description="sensitivity order: higher is more sensitive")
 
 
 class Defaults(FabricModel):
@@ -97,7 +102,7 @@ class Defaults(FabricModel):
         None, description="engine of the deployments that name none; default: each recipe's (vLLM unless it says)"
     )
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=0.98)
-    max_output_tokens: int = Field(32768, ge=1)
+    max_output_tokens: int = Field(32768, ge=1, le=MAX_TOKENS)
     data_class: str = "internal"
 
 
@@ -179,12 +184,17 @@ class FabricConfig(FabricModel):
 # ---------------------------------------------------------------- nodes/*.yaml
 
 
+_REAL_UUID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9:._-]{7,127}$")
+# what drivers print when they have no UUID: `[N/A]` already fails _REAL_UUID; masked captures are all zeros
+_PLACEHOLDER_UUID = re.compile(r"unknown|^(GPU-|MIG-)?[0:x-]+$", re.IGNORECASE)
+
+
 class GpuInventory(FabricModel):
     catalog_id: str = Field(description="id in enrollment/gpus.yaml, e.g. b200")
     product: str = Field(description="product name as the driver prints it")
     vendor: Literal["nvidia", "amd"] = "nvidia"
-    count: int = Field(ge=1)
-    memory_mib: int = Field(ge=1, description="memory per GPU in MiB, as nvidia-smi/amd-smi report it")
+    count: int = Field(ge=1, le=MAX_GPUS_PER_NODE)
+    memory_mib: int = Field(ge=1, le=1 << 24, description="memory per GPU in MiB, as nvidia-smi/amd-smi report it")
     compute_capability: str = Field(description="e.g. 10.0 (NVIDIA) or gfx942 (AMD)")
     uuids: list[str] = Field(default_factory=list, description="hardware fingerprint")
     interconnect: Literal["nvswitch", "nvlink", "xgmi", "pcie"]
@@ -194,6 +204,23 @@ class GpuInventory(FabricModel):
     @property
     def memory_gb_total(self) -> float:
         return self.count * self.memory_mib * 1024 * 1024 / 1e9
+
+    def identity_problems(self) -> list[str]:
+        """Why these GPUs cannot be told apart from others ([] when every GPU has its own real UUID).
+
+        A GPU's UUID is how the fabric knows one machine's GPUs are not enrolled twice: a missing one,
+        a placeholder the driver prints (`[N/A]`) or one UUID shared by several GPUs would defeat that.
+        """
+        out = []
+        if len(self.uuids) != self.count:
+            out.append(f"{self.count} GPUs but {len(self.uuids)} UUIDs: every GPU needs its UUID")
+        for uuid in self.uuids:
+            if not _REAL_UUID.match(uuid) or _PLACEHOLDER_UUID.search(uuid):
+                out.append(f"`{uuid}` is not a GPU UUID (the driver did not report one)")
+        repeated = sorted({u for u in self.uuids if self.uuids.count(u) > 1})
+        if repeated:
+            out.append(f"UUID {', '.join(repeated)} is reported by more than one GPU")
+        return out
 
 
 class RdmaPort(FabricModel):
@@ -215,8 +242,8 @@ class RdmaPort(FabricModel):
 class HostInventory(FabricModel):
     hostname: str | None = None
     cpu_model: str | None = None
-    cpu_cores: int | None = None
-    memory_gb: float | None = None
+    cpu_cores: int | None = Field(None, ge=0, le=1 << 20)
+    memory_gb: float | None = Field(None, ge=0, le=1e9)
     os: str | None = None
     kernel: str | None = None
     rdma: list[RdmaPort] = Field(default_factory=list, description="RDMA ports; empty when the host has none")
@@ -256,21 +283,38 @@ class NodeManifest(FabricModel):
     signature: Signature | None = None
 
 
+class RetirementRecord(FabricModel):
+    """retired/NAME.yaml, written by `fabric nodes retire`: the loader refuses NAME's manifests from before it.
+
+    Restoring a node's old signed `active` manifest from git history would undo the retirement (its
+    signature is genuine); with this record, only a manifest enrolled after `enrolled_at` is accepted.
+    """
+
+    version: Literal[1] = SCHEMA_VERSION
+    name: Name
+    enrolled_at: datetime = Field(description="enrolled_at of the manifest that was retired")
+    retired_at: datetime
+
+
 # ---------------------------------------------------------------- tenants/*.yaml
 
 
 class Dedicated(FabricModel):
-    gpus: int = Field(0, ge=0, description="GPUs reserved for the tenant out of what it contributed")
-    replicas: dict[Name, int] = Field(default_factory=dict, description="deployment name -> replicas reserved")
+    gpus: int = Field(0, ge=0, le=1 << 20, description="GPUs reserved for the tenant out of what it contributed")
+    replicas: dict[Name, Replicas] = Field(default_factory=dict, description="deployment name -> replicas reserved")
     lend_surplus: bool = Field(True, description="idle dedicated capacity is lent to the pool")
 
 
 class Limits(FabricModel):
-    max_concurrent_requests: int | None = Field(None, ge=1)
-    requests_per_minute: int | None = Field(None, ge=1)
-    tokens_per_month: int | None = Field(None, ge=1)
-    input_tokens_per_minute: int | None = Field(None, ge=1, description="prompt tokens a minute, at the gateway")
-    output_tokens_per_minute: int | None = Field(None, ge=1, description="generated tokens a minute, at the gateway")
+    max_concurrent_requests: int | None = Field(None, ge=1, le=1 << 40)
+    requests_per_minute: int | None = Field(None, ge=1, le=1 << 40)
+    tokens_per_month: int | None = Field(None, ge=1, le=1 << 60)
+    input_tokens_per_minute: int | None = Field(
+        None, ge=1, le=1 << 50, description="prompt tokens a minute, at the gateway"
+    )
+    output_tokens_per_minute: int | None = Field(
+        None, ge=1, le=1 << 50, description="generated tokens a minute, at the gateway"
+    )
 
 
 class TenantKey(FabricModel):
@@ -303,18 +347,25 @@ class Tenant(FabricModel):
 
 
 class Target(FabricModel):
-    concurrent_sessions: int = Field(ge=1)
-    context_tokens: int = Field(ge=1)
+    concurrent_sessions: int = Field(ge=1, le=1 << 24)
+    context_tokens: int = Field(ge=1, le=MAX_TOKENS)
     itl_ms: float | None = Field(
-        None, gt=0, description="latency target: expected inter-token latency per session at most this (ms)"
+        None,
+        gt=0,
+        le=3_600_000,
+        description="latency target: expected inter-token latency per session at most this (ms)",
     )
-    ttft_ms: float | None = Field(None, gt=0, description="latency target: expected time to first token (ms)")
-    output_tokens: int = Field(1024, ge=1, description="output tokens per request, for the speed at the target")
+    ttft_ms: float | None = Field(
+        None, gt=0, le=3_600_000, description="latency target: expected time to first token (ms)"
+    )
+    output_tokens: int = Field(
+        1024, ge=1, le=MAX_TOKENS, description="output tokens per request, for the speed at the target"
+    )
 
 
 class ContextProfile(FabricModel):
-    p50: int = Field(ge=1)
-    p95: int = Field(ge=1)
+    p50: int = Field(ge=1, le=MAX_TOKENS)
+    p95: int = Field(ge=1, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _ordered(self) -> ContextProfile:
@@ -330,7 +381,7 @@ class PlacementConstraints(FabricModel):
 
 
 class GenerationDefaults(FabricModel):
-    max_output_tokens: int | None = Field(None, ge=1)
+    max_output_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
 
 
@@ -341,18 +392,19 @@ class Deployment(FabricModel):
     engine: Literal["vllm", "sglang"] | None = Field(None, description="the serving engine; default: the recipe's")
     quantization: str | None = Field(None, description="one the recipe offers; default: the recipe's default")
     kv_cache_dtype: str | None = None
-    tensor_parallel_size: int | None = Field(None, ge=1)
+    tensor_parallel_size: int | None = Field(None, ge=1, le=MAX_GPUS_PER_NODE)
     parallelism: Literal["tp", "dp-ep", "auto"] = Field(
         "auto",
         description="tp: tensor parallel (pipeline stages across nodes when one node cannot hold the model); "
         "dp-ep: data-parallel attention + expert parallelism (MLA MoE recipes); auto: the one needing fewest GPUs",
     )
-    replicas: int | None = Field(None, ge=0)
+    replicas: Replicas | None = None
     target: Target | None = None
-    max_model_len: int | None = Field(None, ge=1)
+    max_model_len: int | None = Field(None, ge=1, le=MAX_TOKENS)
     max_num_seqs: int | None = Field(
         None,
         ge=1,
+        le=1 << 20,
         description="sequences a replica runs at once (vLLM --max-num-seqs, SGLang --max-running-requests); "
         "default: vLLM's for the GPU",
     )
@@ -429,9 +481,9 @@ class LedgerConfig(FabricModel):
     reference_prices: dict[Name, TokenPrices] = Field(description="deployment name -> prices")
     hardware: list[HardwareCost] = Field(default_factory=list)
     overhead_pct: Annotated[Decimal, Field(ge=0, le=1000)] = Decimal(20)
-    amortisation_months: int = Field(36, ge=1)
+    amortisation_months: int = Field(36, ge=1, le=1200)
     commercial_reference: CommercialReference
-    drift_warning_pct: Annotated[Decimal, Field(ge=0)] = Decimal(1)
+    drift_warning_pct: Annotated[Decimal, Field(ge=0, le=1000)] = Decimal(1)
     store: str | None = Field(
         None,
         description="the ledger store (DuckDB file) that `fabric ledger ingest` fills, relative to the site repo; "

@@ -28,6 +28,8 @@ class ValidationReport:
     problems: list[Problem] = field(default_factory=list)
     violations: list[Problem] = field(default_factory=list)
     summary: dict[str, int] = field(default_factory=dict)
+    # with --base: every key added, replaced or removed, in words (always listed, accepted or not)
+    key_changes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -45,6 +47,7 @@ class ValidationReport:
             "summary": self.summary,
             "problems": [p.as_dict() for p in self.problems],
             "violations": [p.as_dict() for p in self.violations],
+            "key_changes": self.key_changes,
         }
 
 

@@ -1,0 +1,341 @@
+"""What the fabric trusts: which keys judge a change, and which node manifests may be used.
+
+The trust root for judging a change is the base revision's `keys/` (docs/security.md). A change that
+adds or replaces a key file is refused unless an already-trusted key endorsed the new key
+(`keys/NAME.pub.endorsement`, written by `fabric keys add`); every key change is listed either way.
+A change may not delete a retirement record, nor bring back a retired node's older manifest.
+
+`trusted_nodes` is the one gate every consumer of node manifests goes through (plan, render,
+provision, gateway config): a node that is unsigned, signed by an untrusted key, edited after
+signing, or a replay of a manifest from before its retirement is refused (exit 3), never used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from llm_fabric.atomicio import write_atomic
+from llm_fabric.documents import load_model, parse_yaml, validate_document
+from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
+from llm_fabric.signing import (
+    ENDORSEMENT_SUFFIX,
+    KEYS_DIR,
+    endorse_key,
+    endorsement_signer,
+    key_id,
+    load_public_key,
+    load_public_keys,
+    parse_public_key,
+    public_key_files,
+    verify_manifest,
+)
+from llm_fabric.site import gitrepo
+from llm_fabric.site.loader import SiteRepo, load_site
+from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.paths import RETIRED, check_name, repo_path
+
+Keys = Mapping[str, Ed25519PublicKey]
+
+
+@dataclass(frozen=True)
+class KeyChange:
+    change: Literal["added", "replaced", "removed"]
+    file: str
+    key_id: str | None
+    old_key_id: str | None = None
+    endorsed_by: str | None = None
+    problem: str | None = None  # why it is refused; None when it is endorsed (or a removal)
+
+    def describe(self) -> str:
+        if self.change == "removed":
+            return f"key {self.old_key_id} removed ({self.file}): nodes it signed are no longer trusted"
+        what = f"key {self.key_id} {self.change} ({self.file})"
+        if self.old_key_id:
+            what += f", was {self.old_key_id}"
+        return what + (f", endorsed by trusted key {self.endorsed_by}" if self.endorsed_by else f": {self.problem}")
+
+
+@dataclass
+class TrustRoot:
+    """The keys a site repo's nodes are judged by, and how a change altered them."""
+
+    keys: dict[str, Ed25519PublicKey]
+    base_revision: str | None = None
+    base_keys: dict[str, Ed25519PublicKey] = field(default_factory=dict)  # the base revision's own
+    changes: list[KeyChange] = field(default_factory=list)
+    refused: list[Problem] = field(default_factory=list)
+
+    def require_accepted(self) -> None:
+        if self.refused:
+            raise PolicyRefusal(
+                f"the change against {self.base_revision} alters what the federation trusts, unsigned by a trusted key",
+                problems=self.refused,
+                hint="endorse a new key with a key the base trusts: fabric keys add NEW.pub --site-repo DIR --key OLD",
+            )
+
+
+def trust_root(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> TrustRoot:
+    """The repo's own keys; with `base_rev` the base revision's keys plus the keys they endorsed; with
+    `keyring` (a folder of *.pub outside the repo) the keyring's keys plus the repo keys they endorsed."""
+    current = public_key_files(root)
+    if keyring is not None:
+        return _judged_by_keyring(root, current, keyring, base_rev)
+    if base_rev is None:
+        return TrustRoot({key_id(k): k for k in current.values()})
+    _check_revision(root, base_rev)
+    base = _keys_at(root, base_rev)
+    base_ids = {key_id(k) for k in base.values()}
+    trusted_base = {key_id(k): k for k in base.values()}
+    trust = TrustRoot({}, base_rev, trusted_base)
+    for name in sorted(current.keys() | base.keys()):
+        file = f"{KEYS_DIR}/{name}"
+        new, old = current.get(name), base.get(name)
+        if new is None:
+            assert old is not None
+            trust.changes.append(KeyChange("removed", file, None, key_id(old)))
+            continue
+        kid = key_id(new)
+        if old is not None and key_id(old) == kid:
+            trust.keys[kid] = new
+            continue
+        kind: Literal["added", "replaced"] = "replaced" if old is not None else "added"
+        old_id = key_id(old) if old is not None else None
+        if kid in base_ids:  # the same key under another file name: nothing new is trusted
+            trust.changes.append(KeyChange(kind, file, kid, old_id, endorsed_by=kid))
+            trust.keys[kid] = new
+            continue
+        _judge_new_key(trust, root, name, new, kind, old_id, trusted_base)
+    trust.refused += _retirements_undone(root, base_rev)
+    return trust
+
+
+def _judge_new_key(
+    trust: TrustRoot, root: Path, name: str, new: Ed25519PublicKey, kind: Literal["added", "replaced"],
+    old_id: str | None, trusted: dict[str, Ed25519PublicKey],
+) -> None:  # fmt: skip
+    """Trust `new` (keys/NAME) when an endorsement by one of `trusted` holds; list the change either way."""
+    file = f"{KEYS_DIR}/{name}"
+    kid = key_id(new)
+    endorsement = root / KEYS_DIR / (name + ENDORSEMENT_SUFFIX)
+    signer: str | None = None
+    problem: str | None = f"no endorsement ({file}{ENDORSEMENT_SUFFIX}) by a trusted key"
+    if endorsement.is_file() and not endorsement.is_symlink():
+        signer, problem = endorsement_signer(new, endorsement.read_bytes()[:65536], trusted)
+    trust.changes.append(KeyChange(kind, file, kid, old_id, signer, problem))
+    if signer is not None:
+        trust.keys[kid] = new
+    else:
+        trust.refused.append(Problem(f"key {kid} {kind}: {problem}", file=root / file))
+
+
+def _judged_by_keyring(
+    root: Path, current: dict[str, Ed25519PublicKey], keyring: Path, base_rev: str | None
+) -> TrustRoot:
+    """Keys of the repo judged by a keyring the operator keeps outside it: what is not in it needs its endorsement."""
+    if not keyring.is_dir() or keyring.is_symlink():
+        raise UsageError(f"keyring {keyring} is not a folder", hint="a folder of the federation's *.pub files")
+    ring = {key_id(k): k for k in public_key_files(keyring, folder=".").values()}
+    if not ring:
+        raise UsageError(f"keyring {keyring} holds no Ed25519 *.pub key", hint="copy the federation's keys there")
+    trust = TrustRoot({}, base_rev, dict(ring))
+    for name, key in sorted(current.items()):
+        if key_id(key) in ring:
+            trust.keys[key_id(key)] = key
+        else:
+            _judge_new_key(trust, root, name, key, "added", None, ring)
+    if base_rev is not None:
+        _check_revision(root, base_rev)
+        trust.refused += _retirements_undone(root, base_rev)
+    return trust
+
+
+def _check_revision(root: Path, rev: str) -> None:
+    top, _ = _repo_prefix(root)
+    known = (
+        not rev.startswith("-")
+        and gitrepo.git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False).strip()
+    )
+    if not known:
+        raise UsageError(
+            f"`{rev}` is not a revision of the git repository {top}", hint="e.g. --base main or --base HEAD~1"
+        )
+
+
+def _keys_at(root: Path, rev: str) -> dict[str, Ed25519PublicKey]:
+    """keys/*.pub of the site repo at `rev`, by file name."""
+    top, prefix = _repo_prefix(root)
+    folder = (PurePosixPath(prefix) / KEYS_DIR).as_posix()
+    listed = gitrepo.git(top, "ls-tree", "--name-only", rev, "--", folder + "/", check=False).splitlines()
+    keys: dict[str, Ed25519PublicKey] = {}
+    for name in listed:
+        if not name.endswith(".pub"):
+            continue
+        pem = gitrepo.show_file(top, rev, name)
+        key = parse_public_key(pem.encode("utf-8"), Path(f"{rev}:{name}")) if pem is not None else None
+        if key is not None:
+            keys[PurePosixPath(name).name] = key
+    return keys
+
+
+def _repo_prefix(root: Path) -> tuple[Path, str]:
+    resolved = root.resolve()
+    top = Path(gitrepo.git(resolved, "rev-parse", "--show-toplevel").strip())
+    return top, gitrepo.git(resolved, "rev-parse", "--show-prefix").strip()
+
+
+def _retirements_undone(root: Path, rev: str) -> list[Problem]:
+    """A retirement record the base had and the change deletes, or a retired node made active again."""
+    top, prefix = _repo_prefix(root)
+    out = []
+    for folder in (RETIRED, "nodes"):
+        path = (PurePosixPath(prefix) / folder).as_posix() + "/"
+        for name in gitrepo.git(top, "ls-tree", "--name-only", rev, "--", path, check=False).splitlines():
+            stem = PurePosixPath(name).stem
+            here = root / folder / PurePosixPath(name).name
+            if folder == RETIRED and not here.exists():
+                out.append(Problem(f"the retirement record of node `{stem}` is deleted", file=here, hint="restore it"))
+            elif folder == "nodes" and here.is_file():
+                out += _reactivated(here, gitrepo.show_file(top, rev, name), stem)
+    return out
+
+
+def _reactivated(path: Path, base_text: str | None, name: str) -> list[Problem]:
+    if base_text is None:
+        return []
+    try:
+        before = validate_document(parse_yaml(base_text, path), NodeManifest)
+        now = load_model(path, NodeManifest)
+    except ConfigError:
+        return []  # an unreadable manifest is reported by the loader
+    if before.status == "retired" and now.status != "retired" and now.enrolled_at <= before.enrolled_at:
+        return [
+            Problem(
+                f"node `{name}` was retired at the base revision; this change restores its manifest from before",
+                file=path,
+                hint="re-enroll the machine (`fabric enroll`) to bring it back",
+            )
+        ]
+    return []
+
+
+def untrusted_nodes(site: SiteRepo, keys: Keys | None = None) -> list[Problem]:
+    """Why each node that may not be used may not be; [] when all may.
+
+    A node may be used when a trusted key signed it, its GPUs each have their own UUID, and it is not
+    an older manifest of a node that was retired since.
+    """
+    trusted = dict(keys) if keys is not None else load_public_keys(site.root)
+    out = []
+    for name, node in sorted(site.nodes.items()):
+        path = site.path_of("nodes", name)
+        problem = verify_manifest(node, trusted)
+        if problem is not None:
+            loc = ("signature",) if node.signature is not None else ("name",)
+            out.append(site.problem(path, loc, f"node `{name}`: {problem}", _sign_hint(site, name, trusted)))
+        for identity in node.gpus.identity_problems():
+            out.append(
+                site.problem(
+                    path, ("gpus", "uuids"), f"node `{name}`: {identity}", "re-enroll it on a driver that reports UUIDs"
+                )
+            )
+        record = site.retirements.get(name)
+        if record is not None and node.status != "retired" and node.enrolled_at <= record.enrolled_at:
+            out.append(
+                site.problem(
+                    path,
+                    ("status",),
+                    f"node `{name}` was retired on {record.retired_at:%Y-%m-%d}; this manifest is from before that",
+                    "an old manifest was restored: re-enroll the machine (`fabric enroll`) to bring it back",
+                )
+            )
+    return out
+
+
+def _sign_hint(site: SiteRepo, name: str, keys: Keys) -> str:
+    if not keys:
+        return "no trusted keys/*.pub: run `fabric keys init --site-repo DIR`, then sign the nodes"
+    return signature_fix_hint(site.root, site.nodes[name])
+
+
+def signature_fix_hint(root: Path, node: NodeManifest) -> str:
+    """The command that gives NODE a valid signature again, by its provenance.
+
+    `fabric nodes sign` refuses enrolled manifests (their facts come from the machine): for those the
+    fix is re-enrolling; a declared manifest is signed by an operator.
+    """
+    if node.provenance == "enrolled":
+        return (
+            f"re-enroll the machine: `fabric enroll HOST --site-repo {root} --owner {node.owner} "
+            f"--site {node.site} --name {node.name}`"
+        )
+    return f"have an operator sign it: `fabric nodes sign {node.name} --site-repo {root}`"
+
+
+def trusted_nodes(site: SiteRepo, keys: Keys | None = None) -> dict[str, NodeManifest]:
+    """The site's nodes, when every one is trusted under `keys` (default: the repo's keys/); PolicyRefusal otherwise."""
+    problems = untrusted_nodes(site, keys)
+    if problems:
+        raise PolicyRefusal(
+            f"{len(problems)} node manifest problem{'s' if len(problems) != 1 else ''}: "
+            "untrusted nodes are never planned, rendered or provisioned",
+            problems=problems,
+            hint="`fabric validate` lists them; `fabric nodes verify` checks the signatures",
+        )
+    return dict(site.nodes)
+
+
+def load_trusted_site(root: Path, keys: Keys | None = None) -> SiteRepo:
+    """`load_site`, then `trusted_nodes`: what plan, render and provision start from."""
+    site = load_site(root)
+    trusted_nodes(site, keys)
+    return site
+
+
+def _refuse_existing(path: Path, *, tracked: bool) -> None:
+    if path.exists() and tracked:
+        raise UsageError(f"{path} exists", hint="choose another name with --name")
+
+
+@dataclass(frozen=True)
+class AddedKey:
+    path: Path
+    endorsement: Path
+    key_id: str
+    signer: str
+    commit: str | None
+
+
+def add_key(root: Path, public_file: Path, signer: Ed25519PrivateKey, name: str | None = None) -> AddedKey:
+    """Copy a public key into keys/ with its endorsement by `signer`, which must be a key keys/ already holds."""
+    new = load_public_key(public_file)
+    trusted = load_public_keys(root)
+    signer_id = key_id(signer.public_key())
+    if signer_id not in trusted:
+        raise PolicyRefusal(
+            f"the signing key {signer_id} is not one of the site repo's keys",
+            hint="endorse with a key the federation already trusts (--key)",
+        )
+    stem = check_name(name or public_file.name.removesuffix(".pub").lower(), "key name")
+    path = repo_path(root, KEYS_DIR, f"{stem}.pub")
+    endorsement = path.with_name(path.name + ENDORSEMENT_SUFFIX)
+    pem = new.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if not gitrepo.is_repo(root):
+        _refuse_existing(path, tracked=True)
+        write_atomic(path, pem)
+        write_atomic(endorsement, endorse_key(new, signer))
+        return AddedKey(path, endorsement, key_id(new), signer_id, None)
+    paths = [path, endorsement]
+    with gitrepo.write_lock(root, (KEYS_DIR,)):
+        # an uncommitted file of that name is what a killed `keys add` left: this run completes it
+        _refuse_existing(path, tracked=bool(gitrepo.git(root, "ls-files", "--", str(path.relative_to(root))).strip()))
+        with gitrepo.rolled_back_on_error(root, paths):
+            write_atomic(path, pem)
+            write_atomic(endorsement, endorse_key(new, signer))
+            commit = gitrepo.commit_paths(root, paths, f"add key {key_id(new)}, endorsed by {signer_id}")
+    return AddedKey(path, endorsement, key_id(new), signer_id, commit)
