@@ -41,7 +41,10 @@ def scraped():
     out = []
     for n in names:
         q = urllib.parse.urlencode({"query": f"sum({n})"})
-        result = json.load(urllib.request.urlopen(f"{prom}/api/v1/query?{q}", timeout=10))["data"]["result"]
+        try:
+            result = json.load(urllib.request.urlopen(f"{prom}/api/v1/query?{q}", timeout=10))["data"]["result"]
+        except OSError:  # Prometheus not listening yet (it starts in the background)
+            return None
         out.append(float(result[0]["value"][1]) if result else None)
     return out
 want, deadline = engine_totals(), time.monotonic() + 60
