@@ -43,8 +43,8 @@ LITELLM_COLUMNS = (
     "metadata",
 )
 # the columns every normalised SELECT has, in this order
-NORMALISED = (
-    "line",
+# a record's typed columns, as the store keeps them (TTFT in whole microseconds, `ok` from the status)
+TYPED = (
     "ts",
     "model",
     "tenant",
@@ -56,8 +56,8 @@ NORMALISED = (
     "status",
     "ok",
     "request_id",
-    "problem",
 )
+NORMALISED = ("line", *TYPED, "problem")
 _JSONL = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 _CSV = (".csv", ".csv.gz")
 _PEEK_LINES = 50

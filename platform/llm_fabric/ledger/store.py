@@ -32,7 +32,7 @@ import duckdb
 from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.ledger import rollups
 from llm_fabric.ledger.records import CONTENT_KEY, RecordFormat
-from llm_fabric.ledger.sources import SourceFile, normalised_select, open_source, quote
+from llm_fabric.ledger.sources import TYPED, SourceFile, normalised_select, open_source, quote
 
 SCHEMA_VERSION = "1"
 STORE_SUFFIX = ".ledger.duckdb"
@@ -49,20 +49,7 @@ CREATE TABLE IF NOT EXISTS ingests (
     ingest INTEGER NOT NULL, ingested_at TIMESTAMP NOT NULL, files VARCHAR[] NOT NULL, records BIGINT NOT NULL,
     bad BIGINT NOT NULL, duplicates BIGINT NOT NULL, added BIGINT NOT NULL, days BIGINT NOT NULL);
 """
-STORED = (
-    "day",
-    "ts",
-    "model",
-    "tenant",
-    "site",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_prompt_tokens",
-    "ttft_us",
-    "status",
-    "ok",
-    "request_id",
-)
+STORED = ("day", *TYPED)
 # the stored form of records.CONTENT_KEY: TTFT as the whole microseconds it is stored in
 _CONTENT = tuple("ttft_us" if c == "ttft_ms" else c for c in CONTENT_KEY)
 BAD_LISTED = 50  # bad records listed by file and line; all of them are counted
