@@ -12,20 +12,9 @@ if [ ! -x "$REPO_ROOT/.venv-engine/bin/python" ] && [ -z "${FABRIC_ENGINE_PYTHON
 fi
 MONTH="$(date -u +%Y-%m)"
 records="$out/requests-$MONTH.jsonl"
-read -r engine_port prom_port < <("$PYTHON" -c '
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  # `fabric engine run` stops vLLM on SIGTERM; should it have died first, stop vLLM's process group by its PID
-  vllm_pid="$(sed -n 's/^vLLM pid \([0-9]*\) .*/\1/p' "$out/engine-run.out" 2>/dev/null | head -1)"
-  if [ -n "$vllm_pid" ] && kill -0 "$vllm_pid" 2>/dev/null; then kill -- "-$vllm_pid" 2>/dev/null || true; fi
-}
-trap stop_all EXIT
+# shellcheck source=demo/live.sh
+source "$REPO_ROOT/demo/live.sh"
+read -r engine_port prom_port < <(free_ports 2)
 
 # Until Prometheus holds the engine's current token counters (so the report sees all of the burst).
 wait_scraped() {

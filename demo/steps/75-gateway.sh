@@ -13,17 +13,9 @@ if [ ! -x "$REPO_ROOT/.venv-engine/bin/python" ] || [ ! -x "$REPO_ROOT/.venv-gat
 fi
 MONTH="$(date -u +%Y-%m)"
 records="$out/requests-$MONTH.jsonl"
-read -r engine_port gw_port < <("$PYTHON" -c '
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
-pids=()
-stop_all() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-}
-trap stop_all EXIT
+# shellcheck source=demo/live.sh
+source "$REPO_ROOT/demo/live.sh"
+read -r engine_port gw_port < <(free_ports 2)
 
 echo "\$ a federation with a second site: vienna (AT), one qwen3-5 replica there on a signed node"
 "$PYTHON" - "$out" <<'PY'
