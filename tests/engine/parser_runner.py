@@ -26,52 +26,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from llm_fabric.engine.local.tiny_model import byte_alphabet
-
-BOS, EOS = "<s>", "</s>"
+from llm_fabric.engine.local.tiny_model import BOS, EOS, tokenizer_json
 
 
 def build_tokenizer(folder: Path, markers: list[str]) -> Any:
     from vllm.tokenizers import get_tokenizer
 
-    vocab = {symbol: index for index, symbol in enumerate(byte_alphabet())}
-    added = []
-    for content in (BOS, EOS, *markers):
-        vocab[content] = len(vocab)
-        added.append(
-            {
-                "id": vocab[content],
-                "content": content,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": content in (BOS, EOS),
-            }
-        )
-    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    spec = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": byte_level,
-        "post_processor": None,
-        "decoder": byte_level,
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": vocab,
-            "merges": [],
-        },
-    }
+    spec = tokenizer_json(markers)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tokenizer.json").write_text(json.dumps(spec))
     (folder / "tokenizer_config.json").write_text(

@@ -20,6 +20,7 @@ import random
 import struct
 import sys
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +64,11 @@ def byte_alphabet() -> list[str]:
     return [chars[b] for b in range(256)]
 
 
-def tokenizer_json() -> dict[str, object]:
+def tokenizer_json(markers: Sequence[str] = PARSER_TOKENS) -> dict[str, object]:
+    """A byte-level BPE tokenizer (tokenizer.json) whose added tokens are BOS, EOS and `markers`."""
     vocab = {symbol: index for index, symbol in enumerate(byte_alphabet())}
     added = []
-    for content in (BOS, EOS, *PARSER_TOKENS):
+    for content in (BOS, EOS, *markers):
         index = len(vocab)
         vocab[content] = index
         added.append(
