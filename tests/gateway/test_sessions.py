@@ -111,6 +111,7 @@ def test_sessions_through_the_gateway_share_a_prefix_and_grow_each_turn(load_gat
         assert sent == expected and all(a < b for a, b in itertools.pairwise(sent))
         assert [b["max_tokens"] for b in turns] == [t.max_tokens for t in session.turns]
         assert all(b["stream"] is True for b in turns)
+        assert all(b.get("ignore_eos") is True for b in turns), turns[0].keys()  # exact output lengths reach the engine
     planned_lengths = [t.prompt_chars for p in planned for t in p.turns]
     # the burst's prompts have the plan's p50 and p95 for the deployment
     assert (nearest_rank(planned_lengths, 50), nearest_rank(planned_lengths, 95)) == (1100, 33958)

@@ -422,3 +422,13 @@ def test_the_meters_folder_ingests_once_a_day_file_and_the_open_day_again_adds_o
         # the arrival day books the request: two on 1 November, the one written after midnight included
         booked = store.con.execute("SELECT day, count(*) FROM records GROUP BY day ORDER BY day").fetchall()
         assert [(str(d), n) for d, n in booked] == [("2026-11-01", 3), ("2026-11-02", 2)]
+        # a copy taken while the meter writes may end in half a line: a bad record now, the whole one next time
+        open_day = folder / days[1]
+        whole = open_day.read_bytes()
+        request(5)
+        line = open_day.read_bytes()[len(whole) :]
+        open_day.write_bytes(whole + line[:40])
+        cut = store.ingest([folder])
+        assert (cut.added, cut.bad, cut.duplicates) == (0, 1, 5)
+        open_day.write_bytes(whole + line)
+        assert store.ingest([folder]).added == 1
