@@ -102,8 +102,8 @@ def main() -> None:
     files.litellm["litellm_settings"]["callbacks"] = ["prometheus"]
     write_gateway_files(files, plain_dir)
     master = "sk-" + secrets.token_hex(24)
-    with_hooks = start_gateway(hooks_dir, root / "hooks-requests.jsonl")
-    plain = start_gateway(plain_dir, root / "plain-requests.jsonl", master_key=master)
+    with_hooks = start_gateway(hooks_dir, root / "hooks-records")
+    plain = start_gateway(plain_dir, root / "plain-records", master_key=master)
     try:
         with_hooks.wait_healthy(180)
         plain.wait_healthy(180)

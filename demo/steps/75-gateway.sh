@@ -12,7 +12,7 @@ if [ ! -x "$REPO_ROOT/.venv-engine/bin/python" ] || [ ! -x "$REPO_ROOT/.venv-gat
   exit 0
 fi
 MONTH="$(date -u +%Y-%m)"
-records="$out/requests-$MONTH.jsonl"
+records="$out/records"  # the meter's folder: one file per UTC day
 # shellcheck source=demo/live.sh
 source "$REPO_ROOT/demo/live.sh"
 read -r engine_port gw_port < <(free_ports 2)
@@ -86,7 +86,8 @@ sleep 2  # the meter writes a success just after its response
 echo "\$ where each request went (the gateway's meter, $records)"
 "$PYTHON" - "$records" <<'PY'
 import collections, json, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
+import pathlib
+rows = [json.loads(line) for day in sorted(pathlib.Path(sys.argv[1]).glob("requests-*.jsonl")) for line in open(day)]
 seen = collections.Counter((r["tenant"], r["status"], r.get("site") or "-") for r in rows)
 for (tenant, status, site), n in sorted(seen.items()):
     print(f"  {tenant:<18} status {status}  site {site:<7} x{n}")
@@ -106,4 +107,4 @@ PY
 echo "stopping the gateway and vLLM"
 stop_all
 trap - EXIT
-echo "gateway outputs in $out: requests-$MONTH.jsonl, gateway-run/ (litellm-config.yaml, fabric-gateway.json, litellm.log), report/"
+echo "gateway outputs in $out: records/ (a file per UTC day), gateway-run/ (litellm-config.yaml, fabric-gateway.json, litellm.log), report/"

@@ -42,10 +42,21 @@ def require_gateway() -> None:
 class Gateway:
     url: str
     keys: dict[str, str]
-    records: Path
+    records: Path  # the meter's folder
     site_repo: Path
     plan: Path
     backends: dict[str, Backend]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The meter's records so far: every day file of its folder, in day order."""
+        if not self.records.is_dir():
+            return []
+        return [
+            json.loads(line)
+            for path in sorted(self.records.glob("requests-*.jsonl"))
+            for line in path.read_text().splitlines()
+            if line.strip()
+        ]
 
     def chat(
         self,
@@ -112,7 +123,7 @@ def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], ex
         "--port",
         str(port),
         "--records",
-        str(root / "requests.jsonl"),
+        str(root / "records"),
         "--run-dir",
         str(root / "run"),
     ]
@@ -139,8 +150,14 @@ def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], ex
 
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    with gateway_with_backends(tmp_path_factory.mktemp("gateway")) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def gateway_with_backends(root: Path) -> Iterator[Gateway]:
+    """The test federation's gateway in front of fresh recording backends (brno, vienna, the external cloud)."""
     require_gateway()
-    root = tmp_path_factory.mktemp("gateway")
     repo = make_gateway_site(root / "site")
     plan = make_gateway_plan(repo, root)
     keys = issue_keys(repo)
@@ -154,7 +171,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     ]
     try:
         with running_gateway(repo, plan, root, endpoints, [f"cloud={backends['cloud'].url}"]) as url:
-            yield Gateway(url, keys, root / "requests.jsonl", repo, plan, backends)
+            yield Gateway(url, keys, root / "records", repo, plan, backends)
     finally:
         for backend in backends.values():
             backend.stop()
@@ -175,4 +192,4 @@ def engine_gateway(tiny_engine: LocalEngine, tmp_path_factory: pytest.TempPathFa
     plan.write_text(json.dumps(data))
     keys = issue_keys(repo)
     with running_gateway(repo, plan, root, [f"qwen3-5={tiny_engine.base_url}/v1"], []) as url:
-        yield Gateway(url, keys, root / "requests.jsonl", repo, plan, {})
+        yield Gateway(url, keys, root / "records", repo, plan, {})

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import time
+from pathlib import Path
 
 import pytest
 from tests.gateway.conftest import Gateway
+
+from llm_fabric.cli.main import main
 
 pytestmark = pytest.mark.engine
 
@@ -17,10 +22,9 @@ def _records(gateway: Gateway, count: int) -> list[dict[str, object]]:
     deadline = time.monotonic() + 15
     rows: list[dict[str, object]] = []
     while time.monotonic() < deadline:
-        if gateway.records.exists():
-            rows = [json.loads(line) for line in gateway.records.read_text().splitlines() if line.strip()]
-            if len(rows) >= count:
-                break
+        rows = gateway.rows()
+        if len(rows) >= count:
+            break
         time.sleep(0.2)
     return rows
 
@@ -56,3 +60,55 @@ def test_a_streamed_answer_is_metered_with_its_usage(engine_gateway: Gateway) ->
     mine = [r for r in rows if r["tenant"] == "fnusa-clinical"]
     assert mine and mine[-1]["completion_tokens"] > 0 and mine[-1]["prompt_tokens"] > 0
     assert mine[-1]["data_class"] == "sensitive"
+
+
+def test_agentic_sessions_through_the_gateway_hit_the_engines_prefix_cache(
+    engine_gateway: Gateway, tmp_path: Path
+) -> None:
+    """`fabric engine burst --sessions` with a tenant's key: later turns re-send the conversation, the
+    engine (--enable-prefix-caching, --enable-prompt-tokens-details) reports their prefix as cached."""
+    records_file = tmp_path / "sessions.jsonl"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(
+            [
+                "engine",
+                "burst",
+                "--url",
+                engine_gateway.url,
+                "--deployment",
+                "qwen3-5",
+                "--sessions",
+                "2",
+                "--turns",
+                "3",
+                "--p50",
+                "500",
+                "--p95",
+                "800",
+                "--prefix-tokens",
+                "240",
+                "--max-prompt-tokens",
+                "800",  # the stand-in engine's max-model-len is 1024: the chat template and the output fit
+                "--max-output-tokens",
+                "48",
+                "--tenant",
+                "muni-researchers",
+                "--api-key",
+                engine_gateway.keys["muni-researchers"],
+                "--records",
+                str(records_file),
+                "--json",
+            ]
+        )
+    assert code == 0, out.getvalue()
+    records = [json.loads(line) for line in records_file.read_text().splitlines()]
+    assert len(records) == 6 and {r["status"] for r in records} == {"ok"}
+    by_session = [records[:3], records[3:]]  # send_sessions keeps each session's turns together, in order
+    for turns in by_session:
+        prompts = [r["prompt_tokens"] for r in turns]
+        assert prompts == sorted(prompts) and prompts[0] < prompts[-1]  # the context grows
+        # every later turn starts with the previous turn's whole prompt: the engine served it from its cache
+        assert all(r["cached_prompt_tokens"] > 0 for r in turns[1:])
+    totals = json.loads(out.getvalue())
+    assert totals["cached_prompt_tokens"] == sum(r.get("cached_prompt_tokens", 0) for r in records)

@@ -19,7 +19,7 @@ def test_every_column_of_the_ledger_schema_is_a_meter_field() -> None:
 
 
 def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
-    meter = Meter(tmp_path / "records" / "requests.jsonl")
+    meter = Meter(tmp_path / "records", clock=lambda: 1_796_000_000)
 
     def write(n: int) -> None:
         for i in range(200):
@@ -39,6 +39,8 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
         t.start()
     for t in threads:
         t.join()
-    rows = [json.loads(line) for line in (tmp_path / "records" / "requests.jsonl").read_text().splitlines()]
+    day_file = tmp_path / "records" / "requests-2026-11-30.jsonl"  # the UTC day of the clock
+    assert [p.name for p in (tmp_path / "records").iterdir()] == [day_file.name]
+    rows = [json.loads(line) for line in day_file.read_text().splitlines()]
     assert len(rows) == 800 and len({r["request_id"] for r in rows}) == 800
     assert rows[0]["ts"].endswith("Z")

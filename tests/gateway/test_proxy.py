@@ -19,7 +19,7 @@ def test_a_tenant_key_is_served_and_an_unknown_key_is_401(gateway: Gateway) -> N
 
 
 def _records(gateway: Gateway) -> list[dict[str, object]]:
-    return [json.loads(line) for line in gateway.records.read_text().splitlines() if line.strip()]
+    return gateway.rows()
 
 
 def _wait_records(gateway: Gateway, count: int) -> list[dict[str, object]]:
@@ -28,7 +28,7 @@ def _wait_records(gateway: Gateway, count: int) -> list[dict[str, object]]:
 
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        got = _records(gateway) if gateway.records.exists() else []
+        got = _records(gateway)
         if len(got) >= count:
             return got
         time.sleep(0.1)
@@ -265,7 +265,7 @@ def test_prompts_are_recorded_only_where_the_class_allows_it(gateway: Gateway) -
         rows = _records(gateway)
     assert any(r.get("prompt") == "logged-public tenant:muni-researchers" for r in rows)
     assert not [r for r in rows if r["tenant"] == "fnusa-clinical" and "prompt" in r]
-    assert "never-logged" not in gateway.records.read_text()
+    assert "never-logged" not in json.dumps(gateway.rows())
 
 
 def test_the_model_list_shows_a_tenant_only_its_groups(gateway: Gateway) -> None:
@@ -329,11 +329,11 @@ def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway
     rogue["model_info"]["id"] = "rogue-vienna-entry"
     files.litellm["model_list"].append(rogue)
     write_gateway_files(files, tmp_path)
-    proxy = start_gateway(tmp_path, tmp_path / "requests.jsonl")
+    proxy = start_gateway(tmp_path, tmp_path / "records")
     try:
         proxy.wait_healthy(120)
         other = Gateway(
-            proxy.base_url, gateway.keys, tmp_path / "requests.jsonl", gateway.site_repo, gateway.plan, gateway.backends
+            proxy.base_url, gateway.keys, tmp_path / "records", gateway.site_repo, gateway.plan, gateway.backends
         )
         statuses = [other.chat("fnusa-clinical", "qwen3-5", f"rogue{i} tenant:fnusa-clinical")[0] for i in range(8)]
     finally:

@@ -59,6 +59,7 @@ def test_the_gateway_renders_valid_objects_without_keys(site_and_plan: tuple[Pat
         "networkpolicy-fabric-gateway-egress.yaml",
         "podmonitor-fabric-gateway.yaml",
         "prometheusrule-fabric-gateway.yaml",
+        "persistentvolumeclaim-fabric-gateway-records.yaml",
     ):
         assert name in objects, name
     settings = json.loads(objects["configmap-fabric-gateway.yaml"]["data"]["fabric-gateway.json"])  # type: ignore[index]
@@ -69,6 +70,13 @@ def test_the_gateway_renders_valid_objects_without_keys(site_and_plan: tuple[Pat
     assert env["FABRIC_GATEWAY_KEYS"]["value"].endswith("tenant-keys.json")
     assert env["CLOUD_API_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "fabric-gateway-external"
     assert {"name": "keys", "secret": {"secretName": "fabric-gateway-keys"}} in pod["volumes"]
+    # the meter's day files survive restarts: a claim, not an emptyDir, with one pod at a time on it
+    assert {"name": "records", "persistentVolumeClaim": {"claimName": "fabric-gateway-records"}} in pod["volumes"]
+    assert env["FABRIC_GATEWAY_RECORDS"]["value"] == "/var/lib/fabric-gateway"
+    assert env["FABRIC_GATEWAY_WRITER"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    claim = objects["persistentvolumeclaim-fabric-gateway-records.yaml"]["spec"]
+    assert claim == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    assert objects["deployment-fabric-gateway.yaml"]["spec"]["strategy"] == {"type": "Recreate"}  # type: ignore[index]
     rules = objects["prometheusrule-fabric-gateway.yaml"]["spec"]["groups"][0]["rules"]  # type: ignore[index]
     assert {r["alert"] for r in rules} == {"FabricGatewayThrottling", "FabricGatewayErrors"}
     assert not [n for n in objects if n.startswith(("inferencepool-", "httproute-"))]

@@ -355,9 +355,9 @@ def test_the_gateway_meters_records_ingest_as_they_are(tmp_path: Path) -> None:
     """Written by the real meter (issue 15's gateway), extra columns and 429 rejections included."""
     from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
 
-    path = tmp_path / "meter.jsonl"
-    meter = Meter(path)
+    path = tmp_path / "meter"
     start = NOV.start.timestamp()
+    meter = Meter(path, clock=lambda: start)
     for i in range(6):
         meter.write(
             MeterRecord(
@@ -379,3 +379,56 @@ def test_the_gateway_meters_records_ingest_as_they_are(tmp_path: Path) -> None:
         assert store.con.execute("SELECT DISTINCT site FROM records").fetchall() == [("brno",)]
     qwen = usage.by_model["qwen3-5"].tokens
     assert (qwen.requests, qwen.failed, qwen.input, qwen.output) == (6, 2, 1200, 12)
+
+
+def test_the_meters_folder_ingests_once_a_day_file_and_the_open_day_again_adds_only_new_records(
+    tmp_path: Path,
+) -> None:
+    """The gateway's folder of day files (issue 15): a closed day and the open one, ingested as a folder, twice."""
+    from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+
+    now = [NOV.start.timestamp() + 86_400 - 30]  # 30 s before the end of 1 November
+    folder = tmp_path / "records"
+    meter = Meter(folder, writer="fabric-gateway-7d9f", clock=lambda: now[0])
+
+    def request(i: int) -> None:
+        meter.write(
+            MeterRecord(
+                ts=utc_timestamp(now[0] - 15),
+                model="qwen3-5",
+                tenant="muni-researchers",
+                status="200",
+                request_id=f"gw-{i}",
+                prompt_tokens=100,
+                completion_tokens=6,
+            )
+        )
+        now[0] += 20
+
+    for i in range(3):  # the third arrives before midnight and is written after it: the next day's file
+        request(i)
+    (folder / "lost+found").mkdir()  # what a volume's root holds: not a record file
+    days = sorted(p.name for p in folder.iterdir() if p.is_file())
+    assert days == ["requests-2026-11-01.fabric-gateway-7d9f.jsonl", "requests-2026-11-02.fabric-gateway-7d9f.jsonl"]
+    closed = (folder / days[0]).read_bytes()
+    with LedgerStore(None) as store:
+        first = store.ingest([folder])
+        assert (first.added, first.duplicates, len(first.files)) == (3, 0, 2)
+        for i in range(3, 5):
+            request(i)
+        assert (folder / days[0]).read_bytes() == closed  # a closed day never changes
+        again = store.ingest([folder])
+        assert (again.added, again.duplicates, again.bad) == (2, 3, 0)
+        # the arrival day books the request: two on 1 November, the one written after midnight included
+        booked = store.con.execute("SELECT day, count(*) FROM records GROUP BY day ORDER BY day").fetchall()
+        assert [(str(d), n) for d, n in booked] == [("2026-11-01", 3), ("2026-11-02", 2)]
+        # a copy taken while the meter writes may end in half a line: a bad record now, the whole one next time
+        open_day = folder / days[1]
+        whole = open_day.read_bytes()
+        request(5)
+        line = open_day.read_bytes()[len(whole) :]
+        open_day.write_bytes(whole + line[:40])
+        cut = store.ingest([folder])
+        assert (cut.added, cut.bad, cut.duplicates) == (0, 1, 5)
+        open_day.write_bytes(whole + line)
+        assert store.ingest([folder]).added == 1

@@ -87,7 +87,7 @@ def gateway_group() -> None:
     \b
     Examples:
       fabric gateway config -C ./site --plan plan.json --out ./gateway
-      fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 --records req.jsonl
+      fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 --records ./records
     """
 
 
@@ -151,9 +151,10 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
 )
 @click.option(
     "--records",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(file_okay=False, path_type=Path),
     required=True,
-    help="JSON Lines file the meter appends request records to (read by `fabric report`).",
+    help="Folder of the meter's request records, one JSON Lines file per UTC day "
+    "(read by `fabric ledger ingest` and `fabric report --requests`).",
 )
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Config and log (default: temp).")
 @click.option("--timeout", type=float, default=120, show_default=True, help="Seconds to wait for the proxy.")
@@ -175,7 +176,7 @@ def run_command(
     \b
     Example:
       fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 \\
-        --records requests.jsonl --port 4000
+        --records ./records --port 4000
     """
     from llm_fabric.cli.local_engine_commands import serve_until_stopped
     from llm_fabric.gateway.run import start_gateway, write_gateway_files

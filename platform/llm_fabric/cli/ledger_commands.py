@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 err = FabricConsole(stderr=True, highlight=False, soft_wrap=True)
 _files = click.Path(exists=True, dir_okay=False, path_type=Path)
+_records = click.Path(exists=True, path_type=Path)  # a folder: its record files (the gateway meter's days)
 
 
 def _replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
@@ -80,9 +81,9 @@ _common = [
         "--requests",
         "requests",
         multiple=True,
-        type=_files,
-        help="Request records (.jsonl/.parquet/.csv), read into a temporary store instead of the ledger store; "
-        "repeatable.",
+        type=_records,
+        help="Request records (.jsonl/.parquet/.csv, or a folder of them), read into a temporary store instead "
+        "of the ledger store; repeatable.",
     ),
     click.option(
         "--store",
@@ -319,7 +320,7 @@ _store_option = click.option(
 @ledger_group.command("ingest")
 @site_repo_option()
 @_store_option
-@click.argument("files", nargs=-1, required=True, type=_files)
+@click.argument("files", nargs=-1, required=True, type=_records)
 @click.option(
     "--format",
     "fmt",
@@ -335,13 +336,16 @@ def ingest_command(
 ) -> None:
     """Add request records (JSON Lines, Parquet, LiteLLM spend logs) to the ledger store, once each.
 
+    FILES are record files or folders of them (the gateway meter's folder: one file per UTC day).
     Records already in the store (same request id on the same day, or the same content without an
-    id) are skipped; bad records are listed by file and line and left out (with --strict, nothing is
-    added). One transaction: an interrupted ingest leaves the store as it was.
+    id) are skipped, so a folder ingested again adds only what is new; bad records are listed by
+    file and line and left out (with --strict, nothing is added). One transaction: an interrupted
+    ingest leaves the store as it was.
 
     \b
     Examples:
       fabric ledger ingest -C ./site gateway-2026-11-04.jsonl
+      fabric ledger ingest -C ./site ./gateway-records/
       fabric ledger ingest --store /srv/ledger/cerit.duckdb spend-logs.csv --format litellm --json
     """
     from llm_fabric.ledger.store import LedgerStore
@@ -357,7 +361,7 @@ def ingest_command(
         return
     console.print(
         f"{path}: {result.added:,} record(s) added, {result.duplicates:,} already there, {result.bad:,} bad "
-        f"(of {result.records:,} read from {len(files)} file(s)); rollups rebuilt for {len(result.days)} day(s)"
+        f"(of {result.records:,} read from {len(result.files)} file(s)); rollups rebuilt for {len(result.days)} day(s)"
     )
     for bad in result.bad_listed:
         console.print(f"  bad record: {bad.as_problem()}", markup=False)

@@ -14,7 +14,7 @@ import click
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
-from llm_fabric.engine.local.traffic import nearest_rank, plan_burst, send_burst, write_records
+from llm_fabric.engine.local.traffic import plan_burst, send_burst, totals_of, write_records
 from llm_fabric.errors import PolicyRefusal, UsageError
 
 # Recipes, the GPU catalog and the vLLM checks are imported inside the commands that use them: every
@@ -129,15 +129,36 @@ def _smoke(base_url: str, model: str) -> None:
 
 
 @engine_group.command("burst")
-@click.option("--url", required=True, metavar="URL", help="The engine, e.g. http://127.0.0.1:8000.")
-@click.option("--model", "served_model", required=True, metavar="NAME", help="The engine's served model name.")
-@click.option("--deployment", metavar="NAME", help="Model name in the records (default: --model).")
+@click.option("--url", required=True, metavar="URL", help="The engine or the gateway, e.g. http://127.0.0.1:8000.")
+@click.option("--model", "served_model", metavar="NAME", help="The served model name (default: --deployment).")
+@click.option(
+    "--deployment", metavar="NAME", help="Model name in the records, and the plan's deployment (default: --model)."
+)
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Plan document: the prompt p50/p95 are its --deployment's.",
+)
 @click.option("--requests", "count", type=click.IntRange(1, 10_000), default=20, show_default=True)
-@click.option("--p50", type=click.IntRange(1), default=96, show_default=True, help="Prompt length p50 (tokens).")
-@click.option("--p95", type=click.IntRange(2), default=480, show_default=True, help="Prompt length p95 (tokens).")
+@click.option("--sessions", type=click.IntRange(1, 1_000), help="Agentic sessions instead of single requests.")
+@click.option("--turns", type=click.IntRange(1, 200), default=5, show_default=True, help="Turns per session.")
+@click.option(
+    "--prefix-tokens",
+    type=click.IntRange(1),
+    help="Shared system prompt and tool list of every session (default: half the p50).",
+)
+@click.option("--p50", type=click.IntRange(1), help="Prompt length p50 (tokens) [default: the plan's, else 96].")
+@click.option("--p95", type=click.IntRange(2), help="Prompt length p95 (tokens) [default: the plan's, else 480].")
 @click.option("--max-prompt-tokens", type=click.IntRange(1), default=900, show_default=True)
 @click.option("--max-output-tokens", type=click.IntRange(1), default=32, show_default=True)
 @click.option("--tenant", "tenants", multiple=True, default=["demo"], show_default=True, help="Repeat for several.")
+@click.option(
+    "--api-key",
+    envvar="FABRIC_API_KEY",
+    metavar="KEY",
+    help="The tenant's gateway key (or FABRIC_API_KEY), sent as a bearer token.",
+)
 @click.option("--concurrency", type=click.IntRange(1, 64), default=4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
@@ -149,58 +170,93 @@ def _smoke(base_url: str, model: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the totals as JSON.")
 def burst_command(
     url: str,
-    served_model: str,
+    served_model: str | None,
     deployment: str | None,
+    plan_file: Path | None,
     count: int,
-    p50: int,
-    p95: int,
+    sessions: int | None,
+    turns: int,
+    prefix_tokens: int | None,
+    p50: int | None,
+    p95: int | None,
     max_prompt_tokens: int,
     max_output_tokens: int,
     tenants: tuple[str, ...],
+    api_key: str | None,
     concurrency: int,
     seed: int,
     records: Path,
     as_json: bool,
 ) -> None:
-    """Send a known burst of completions to a running engine and write its request records.
+    """Send a known burst of requests, or agentic sessions, to an engine or the gateway; write their records.
 
-    Prompt lengths follow a log-normal with the given p50/p95 (see docs/engine.md); outputs are
-    exactly max_tokens long (ignore_eos); tenants take turns; every third request streams.
+    Prompt lengths follow a log-normal with the given p50/p95, or those the plan holds for
+    --deployment (see docs/engine.md). Without --sessions: single completions, outputs exactly
+    max_tokens long (ignore_eos), tenants in turn, every third streamed. With --sessions: chat
+    sessions that share one system prompt and tool list and re-send their growing conversation
+    plus a tool result each turn, input:output about 17:1. --api-key goes through the gateway.
 
     \b
-    Example:
+    Examples:
       fabric engine burst --url http://127.0.0.1:8000 --model qwen3.5 --deployment qwen3-5 \\
         --requests 20 --tenant cerit-sc --tenant muni-researchers --records requests.jsonl
+      fabric engine burst --url http://127.0.0.1:4000 --plan plan.json --deployment qwen3-5 \\
+        --sessions 4 --turns 5 --tenant muni-researchers --api-key $KEY --records sessions.jsonl
     """
-    planned = plan_burst(
-        count,
-        p50=p50,
-        p95=p95,
-        tenants=tenants,
-        max_prompt_tokens=max_prompt_tokens,
-        max_output_tokens=max_output_tokens,
-        seed=seed,
-    )
-    sent = send_burst(
-        url.rstrip("/"), served_model, planned, deployment=deployment or served_model, concurrency=concurrency
-    )
+    from llm_fabric.engine.local.sessions import Target, plan_sessions, send_sessions
+
+    name = deployment or served_model
+    if name is None:
+        raise UsageError("say which model to load", hint="give --model NAME or --deployment NAME")
+    if plan_file is not None:
+        from llm_fabric.plan.document import load_plan
+
+        if deployment is None:
+            raise UsageError("--plan needs --deployment: whose prompt lengths to use", hint="add --deployment NAME")
+        shape = load_plan(plan_file).capacity_of(deployment)
+        p50, p95 = p50 or shape.context_p50, p95 or shape.context_p95
+    p50, p95 = p50 or 96, p95 or 480
+    if api_key and len(set(tenants)) > 1:
+        raise UsageError("one --api-key is one tenant's", hint="give the key's tenant as the only --tenant")
+    url = url.rstrip("/")
+    if sessions is None:
+        planned = plan_burst(
+            count,
+            p50=p50,
+            p95=p95,
+            tenants=tenants,
+            max_prompt_tokens=max_prompt_tokens,
+            max_output_tokens=max_output_tokens,
+            seed=seed,
+        )
+        sent = send_burst(url, served_model or name, planned, deployment=name, concurrency=concurrency, api_key=api_key)
+        what = f"{len(sent)} requests"
+    else:
+        planned_sessions = plan_sessions(
+            sessions,
+            turns,
+            p50=p50,
+            p95=p95,
+            tenants=tenants,
+            prefix_chars=prefix_tokens or p50 // 2,
+            max_prompt_tokens=max_prompt_tokens,
+            max_output_tokens=max_output_tokens,
+            seed=seed,
+        )
+        target = Target(url, served_model or name, name, api_key=api_key)
+        sent = [r for session in send_sessions(target, planned_sessions, concurrency=concurrency) for r in session]
+        what = f"{sessions} sessions of {turns} turns ({len(sent)} requests)"
     write_records(records, sent)
-    prompts = [int(r["prompt_tokens"]) for r in sent]
-    totals = {
-        "requests": len(sent),
-        "prompt_tokens": sum(prompts),
-        "completion_tokens": sum(int(r["completion_tokens"]) for r in sent),
-        "prompt_p50": nearest_rank(prompts, 50),
-        "prompt_p95": nearest_rank(prompts, 95),
-        "records": str(records),
-    }
+    totals = {**totals_of(sent), "records": str(records)}
     if as_json:
         print_json(totals)
         return
+    agentic = f" ({totals['cached_prompt_tokens']} cached)" if sessions else ""
+    refused = f"; {totals['refused']} refused" if totals["refused"] else ""
     console.print(
-        f"sent {totals['requests']} requests to {url}: {totals['prompt_tokens']} prompt + "
+        f"sent {what} to {url}: {totals['prompt_tokens']} prompt{agentic} + "
         f"{totals['completion_tokens']} completion tokens, prompt p50 {totals['prompt_p50']} / "
-        f"p95 {totals['prompt_p95']}; records in {records}",
+        f"p95 {totals['prompt_p95']}{refused}; records in {records}",
         markup=False,
     )
 

@@ -20,6 +20,7 @@ from llm_fabric.cli.output import err_console
 from llm_fabric.errors import EXIT_INTERNAL, EXIT_USAGE, FabricError
 
 COMMANDS: dict[str, str] = {
+    "bench": "bench_commands",
     "capacity": "engine_commands",
     "engine-args": "engine_commands",
     "init": "site_commands",

@@ -4,8 +4,8 @@
     litellm_settings.callbacks:   llm_fabric.gateway.hooks.fabric_hooks
 
 This module runs inside the proxy's own venv (`make gateway`); it reads the settings file that
-`fabric gateway config` wrote ($FABRIC_GATEWAY_SETTINGS) and appends meter records to
-$FABRIC_GATEWAY_RECORDS. Errors reach the client as LiteLLM's ProxyException (a plain exception
+`fabric gateway config` wrote ($FABRIC_GATEWAY_SETTINGS) and appends meter records to the day's
+file in the folder $FABRIC_GATEWAY_RECORDS. Errors reach the client as LiteLLM's ProxyException (a plain exception
 would be a 500) with the status that says what to do: 401 unknown key, 403 not allowed, 429 with
 Retry-After come back later.
 """
@@ -27,7 +27,7 @@ from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 from llm_fabric.gateway.admission import Admission, Refusal, Ticket, retry_headers
 from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
 from llm_fabric.gateway.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
-from llm_fabric.gateway.settings import RECORDS_ENV, HookSettings, settings_from_env
+from llm_fabric.gateway.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
 
 # open requests older than this are dropped from memory (a lost callback must not leak slots forever)
 STALE_AFTER_S = 3600.0
@@ -53,7 +53,7 @@ class _State:
         self.by_hash = settings.tenant_by_hash()
         self.admission = Admission(float(settings.retry_after_s))
         records = os.environ.get(RECORDS_ENV)
-        self.meter = Meter(Path(records)) if records else None
+        self.meter = Meter(Path(records), writer=os.environ.get(WRITER_ENV) or None) if records else None
 
 
 _state: _State | None = None

@@ -60,7 +60,8 @@ def gateway_python(explicit: str | None = None) -> Path:
 def start_gateway(
     folder: Path, records: Path, *, port: int | None = None, python: Path | None = None, master_key: str | None = None
 ) -> LocalEngine:
-    """Start LiteLLM's proxy with the files in `folder` (written by write_gateway_files); wait with wait_healthy()."""
+    """Start LiteLLM's proxy with the files in `folder` (written by write_gateway_files), its meter writing to the
+    folder `records`; wait with wait_healthy()."""
     interpreter = python or gateway_python()
     litellm = interpreter.parent / "litellm"
     if not litellm.is_file():
@@ -90,7 +91,7 @@ def start_gateway(
             "NO_PROXY": "127.0.0.1,localhost",
         }
     )
-    records.parent.mkdir(parents=True, exist_ok=True)
+    records.mkdir(parents=True, exist_ok=True)
     log_path = folder / "litellm.log"
     process = spawn_server(argv, env=env, cwd=folder, log_path=log_path)
     return LocalEngine(

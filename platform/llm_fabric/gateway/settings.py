@@ -17,7 +17,8 @@ from llm_fabric.basemodel import FabricModel
 from llm_fabric.errors import UsageError
 
 SETTINGS_ENV = "FABRIC_GATEWAY_SETTINGS"
-RECORDS_ENV = "FABRIC_GATEWAY_RECORDS"
+RECORDS_ENV = "FABRIC_GATEWAY_RECORDS"  # the meter's folder
+WRITER_ENV = "FABRIC_GATEWAY_WRITER"  # the meter's file-name suffix: the pod's name in a cluster
 KEYS_ENV = "FABRIC_GATEWAY_KEYS"
 SETTINGS_FILE = "fabric-gateway.json"
 KEYS_FILE = "tenant-keys.json"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,31 @@ def _kind(path: Path) -> str:
     if name.endswith(_JSONL):
         return "jsonl"
     raise UsageError(f"{path}: unknown request-record file type", hint="use .jsonl, .ndjson, .parquet or .csv")
+
+
+def _is_record_file(path: Path) -> bool:
+    return path.is_file() and path.name.lower().endswith((".parquet", *_CSV, *_JSONL))
+
+
+def record_files(paths: Sequence[Path]) -> list[Path]:
+    """The files to read: each file as given, each folder's record files (by name, not its subfolders).
+
+    A folder is what the gateway's meter writes (one file per UTC day, docs/gateway.md) or a copy of it;
+    anything else in it (a volume's `lost+found`, an editor's backup) is not a record file and is left alone.
+    """
+    files: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = sorted(p for p in path.iterdir() if _is_record_file(p))
+        if not found:
+            raise UsageError(
+                f"{path} holds no request-record files",
+                hint="a folder's .jsonl, .ndjson, .parquet or .csv files are read",
+            )
+        files += found
+    return files
 
 
 def _first_keys(path: Path) -> set[str]:

@@ -32,7 +32,7 @@ import duckdb
 from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.ledger import rollups
 from llm_fabric.ledger.records import CONTENT_KEY, RecordFormat
-from llm_fabric.ledger.sources import TYPED, SourceFile, normalised_select, open_source, quote
+from llm_fabric.ledger.sources import TYPED, SourceFile, normalised_select, open_source, quote, record_files
 
 SCHEMA_VERSION = "1"
 STORE_SUFFIX = ".ledger.duckdb"
@@ -215,7 +215,7 @@ class LedgerStore:
         strict: bool = False,
         progress: Callable[[str], None] | None = None,
     ) -> IngestResult:
-        """Add the files' good records not yet in the store and rebuild the touched days' rollups.
+        """Add the files' (and folders' record files') good records not yet in the store; rebuild those days' rollups.
 
         Each file is read once, straight into `records` (tagged with this ingest, its file and line);
         what must not stay is then taken out again in the same transaction: bad records (moved to
@@ -223,7 +223,7 @@ class LedgerStore:
         the new rows; the removals cost only when there is something to remove.
         """
         note = progress or (lambda _msg: None)
-        sources = [open_source(self.con, p, fmt) for p in paths]
+        sources = [open_source(self.con, p, fmt) for p in record_files(paths)]
         line_by_line: set[int] = set()
         while True:
             try:

@@ -233,6 +233,15 @@ class Plan(FabricModel):
     def replicas_of(self, deployment: str) -> list[ReplicaPlacement]:
         return [r for r in self.replicas if r.deployment == deployment]
 
+    def capacity_of(self, deployment: str) -> DeploymentCapacity:
+        """The deployment's planned capacity and workload shape, or UsageError naming the plan's deployments."""
+        if deployment in self.deployments:
+            return self.deployments[deployment]
+        raise UsageError(
+            f"the plan for `{self.federation}` has no deployment `{deployment}`",
+            hint="pick one of: " + (", ".join(sorted(self.deployments)) or "(none planned)"),
+        )
+
     def require_complete(self) -> Plan:
         """The plan, or PolicyRefusal (exit 3) listing every shortfall and violation."""
         if self.complete:

@@ -135,6 +135,14 @@ class GatewayConfig(FabricModel):
     retry_after_s: int = Field(5, ge=1, description="Retry-After of a refusal for capacity")
     request_timeout_s: int = Field(600, ge=1)
     log_prompts: bool = Field(False, description="record prompts in the meter, where the data class allows it")
+    records_storage: str = Field(
+        "10Gi",
+        pattern=r"^[1-9][0-9]*(Mi|Gi|Ti)$",
+        description="size of the meter's PersistentVolumeClaim (its day files of request records)",
+    )
+    records_storage_class: str | None = Field(
+        None, description="StorageClass of that claim (default: the cluster's); ReadWriteMany when replicas > 1"
+    )
     owner_reserve: float = Field(
         0.25, ge=0.0, le=1.0, description="share of a dedicated deployment's slots kept for its owner when lending"
     )

@@ -1,12 +1,14 @@
 """The tenant gateway in the serving stack of the site that runs it (fabric.yaml `gateway.site`).
 
 A Deployment of the LiteLLM image with llm-fabric's hooks (engine/images/gateway.Dockerfile), its
-Service, a ConfigMap with the generated config and hook settings (no key hashes: those come from
-the Secret `fabric-gateway-keys`, made from `fabric gateway config`'s tenant-keys.json), an egress
-NetworkPolicy (DNS, the engines of this namespace, the site's allowed CIDRs: external providers and
-other sites), a PodMonitor and alert rules (429 rate, gateway errors). With `routing:
-inference-extension`, a GIE InferencePool per deployment (the endpoint picker scores prefix cache,
-queue and KV use) and an HTTPRoute from the inference Gateway to it.
+Service, a PersistentVolumeClaim for the meter's day files of request records (collected with
+`kubectl cp`, then `fabric ledger ingest`: docs/gateway.md), a ConfigMap with the generated config
+and hook settings (no key hashes: those come from the Secret `fabric-gateway-keys`, made from
+`fabric gateway config`'s tenant-keys.json), an egress NetworkPolicy (DNS, the engines of this
+namespace, the site's allowed CIDRs: external providers and other sites), a PodMonitor and alert
+rules (429 rate, gateway errors). With `routing: inference-extension`, a GIE InferencePool per
+deployment (the endpoint picker scores prefix cache, queue and KV use) and an HTTPRoute from the
+inference Gateway to it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import ENGINE_PORT
 from llm_fabric.gateway.config import GatewayFiles, build_gateway, gateway_texts
-from llm_fabric.gateway.settings import KEYS_ENV, KEYS_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
+from llm_fabric.gateway.settings import KEYS_ENV, KEYS_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE, WRITER_ENV
 from llm_fabric.plan.document import Plan
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig
@@ -31,6 +33,7 @@ EXTERNAL_SECRET = "fabric-gateway-external"
 CONFIG_DIR = "/etc/fabric-gateway"
 KEYS_DIR = "/etc/fabric-gateway-keys"
 RECORDS_DIR = "/var/lib/fabric-gateway"
+RECORDS_CLAIM = "fabric-gateway-records"
 GATEWAY_LABELS = {"app.kubernetes.io/name": "litellm", "app.kubernetes.io/component": "gateway"}
 ENGINE_SELECTOR = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/component": "engine"}
 INFERENCE_GATEWAY = "llm-fabric-inference"
@@ -64,6 +67,7 @@ def _gateway_objects(
     }
     return [
         config_map,
+        _records_claim(namespace, gw, labels),
         _deployment(namespace, gw, labels, digest),
         {
             "apiVersion": "v1",
@@ -94,7 +98,9 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
         {"name": "LITELLM_MASTER_KEY", "valueFrom": {"secretKeyRef": {"name": MASTER_KEY_SECRET, "key": "key"}}},
         {"name": SETTINGS_ENV, "value": f"{CONFIG_DIR}/{SETTINGS_FILE}"},
         {"name": KEYS_ENV, "value": f"{KEYS_DIR}/{KEYS_FILE}"},
-        {"name": RECORDS_ENV, "value": f"{RECORDS_DIR}/requests.jsonl"},
+        {"name": RECORDS_ENV, "value": RECORDS_DIR},
+        # each pod writes its own day files: two pods on one ReadWriteMany claim never append to one file
+        {"name": WRITER_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
     ]
     for provider in sorted(gw.external.values(), key=lambda p: p.api_key_env or ""):
         if provider.api_key_env:
@@ -129,6 +135,8 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
         "spec": {
             "replicas": gw.replicas,
+            # a ReadWriteOnce claim cannot follow a rolling update's new pod to another node
+            "strategy": {"type": "Recreate" if gw.replicas == 1 else "RollingUpdate"},
             "selector": {"matchLabels": GATEWAY_LABELS},
             "template": {
                 # a new config rolls the pods: the proxy reads its files at start-up only
@@ -138,11 +146,28 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
                     "volumes": [
                         {"name": "config", "configMap": {"name": NAME}},
                         {"name": "keys", "secret": {"secretName": KEYS_SECRET}},
-                        {"name": "records", "emptyDir": {}},
+                        {"name": "records", "persistentVolumeClaim": {"claimName": RECORDS_CLAIM}},
                     ],
                 },
             },
         },
+    }
+
+
+def _records_claim(namespace: str, gw: GatewayConfig, labels: dict[str, str]) -> Manifest:
+    """The meter's folder, kept across restarts and rollouts until its closed days are collected."""
+    spec: dict[str, Any] = {
+        # one pod (Recreate): ReadWriteOnce; several pods on several nodes need a ReadWriteMany class
+        "accessModes": ["ReadWriteOnce" if gw.replicas == 1 else "ReadWriteMany"],
+        "resources": {"requests": {"storage": gw.records_storage}},
+    }
+    if gw.records_storage_class:
+        spec["storageClassName"] = gw.records_storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": RECORDS_CLAIM, "namespace": namespace, "labels": labels},
+        "spec": spec,
     }
 
 

@@ -101,7 +101,8 @@ def plan_burst(
     return planned
 
 
-def _stream_lines(response: Any) -> Iterator[dict[str, Any]]:
+def stream_events(response: Any) -> Iterator[dict[str, Any]]:
+    """The JSON events of a server-sent event stream, up to `data: [DONE]`."""
     for raw in response:
         line = raw.decode().strip()
         if line.startswith("data: ") and line != "data: [DONE]":
@@ -109,9 +110,14 @@ def _stream_lines(response: Any) -> Iterator[dict[str, Any]]:
 
 
 def send_request(
-    base_url: str, served_model: str, request: PlannedRequest, deployment: str, timeout: float = 300
+    base_url: str,
+    served_model: str,
+    request: PlannedRequest,
+    deployment: str,
+    timeout: float = 300,
+    api_key: str | None = None,
 ) -> dict[str, Any]:
-    """Send one planned completion; return its request record (the ledger's JSONL schema)."""
+    """Send one planned completion (with the tenant's gateway key, if any); return its request record."""
     body: dict[str, Any] = {
         "model": served_model,
         "prompt": request.prompt,
@@ -122,9 +128,10 @@ def send_request(
     }
     if request.stream:
         body["stream_options"] = {"include_usage": True}
-    http = urllib.request.Request(
-        f"{base_url}/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    http = urllib.request.Request(f"{base_url}/v1/completions", data=json.dumps(body).encode(), headers=headers)
     arrived = datetime.now(UTC)
     start = time.monotonic()
     ttft_ms: float | None = None
@@ -132,7 +139,7 @@ def send_request(
         with urllib.request.urlopen(http, timeout=timeout) as response:
             if request.stream:
                 usage, request_id = None, None
-                for chunk in _stream_lines(response):
+                for chunk in stream_events(response):
                     request_id = request_id or chunk.get("id")
                     if ttft_ms is None and chunk.get("choices"):
                         ttft_ms = round((time.monotonic() - start) * 1000, 1)
@@ -162,11 +169,32 @@ def send_request(
 
 
 def send_burst(
-    base_url: str, served_model: str, requests: Sequence[PlannedRequest], *, deployment: str, concurrency: int = 4
+    base_url: str,
+    served_model: str,
+    requests: Sequence[PlannedRequest],
+    *,
+    deployment: str,
+    concurrency: int = 4,
+    api_key: str | None = None,
 ) -> list[dict[str, Any]]:
     """Send every request, `concurrency` at a time; the records in planned order."""
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        return list(pool.map(lambda r: send_request(base_url, served_model, r, deployment), requests))
+        return list(pool.map(lambda r: send_request(base_url, served_model, r, deployment, api_key=api_key), requests))
+
+
+def totals_of(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """What a load run sent: requests, tokens (cached ones too), prompt p50/p95 of the answered, refusals."""
+    answered = [r for r in records if r["status"] == "ok"]
+    prompts = [int(r["prompt_tokens"]) for r in answered] or [0]
+    return {
+        "requests": len(records),
+        "refused": len(records) - len(answered),
+        "prompt_tokens": sum(int(r["prompt_tokens"]) for r in answered),
+        "cached_prompt_tokens": sum(int(r.get("cached_prompt_tokens") or 0) for r in answered),
+        "completion_tokens": sum(int(r["completion_tokens"]) for r in answered),
+        "prompt_p50": nearest_rank(prompts, 50),
+        "prompt_p95": nearest_rank(prompts, 95),
+    }
 
 
 def write_records(path: Path, records: Sequence[dict[str, Any]]) -> Path:
