@@ -44,3 +44,25 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in day_file.read_text().splitlines()]
     assert len(rows) == 800 and len({r["request_id"] for r in rows}) == 800
     assert rows[0]["ts"].endswith("Z")
+
+
+def test_a_refusal_is_booked_without_a_prompt_length(tmp_path: Path) -> None:
+    """A 429 used no tokens and has no prompt length: the month's prompt p50 is the served requests' own."""
+    from llm_fabric.ledger.store import LedgerStore
+
+    meter = Meter(tmp_path / "records", clock=lambda: 1_796_000_000)
+    for i in range(3):
+        ts = utc_timestamp(1_796_000_000 + i)
+        meter.write(MeterRecord(ts=ts, model="m", tenant="t", prompt_tokens=100, status="200", request_id=f"ok-{i}"))
+        meter.write(MeterRecord(ts=ts, model="m", tenant="t", status="429", request_id=f"refused-{i}"))
+    rows = [json.loads(line) for line in (tmp_path / "records" / "requests-2026-11-30.jsonl").read_text().splitlines()]
+    assert [r["prompt_tokens"] for r in rows] == [100, None] * 3
+    with LedgerStore(None) as store:
+        result = store.ingest([tmp_path / "records"])
+        assert (result.added, result.bad) == (6, 0)
+        p50 = store.con.execute(
+            "SELECT prompt_tokens FROM month_percentiles WHERE side = 'model' AND percentile = 50"
+        ).fetchall()
+        failed = store.con.execute("SELECT sum(requests), sum(failed), sum(input) FROM daily_usage").fetchall()
+    assert p50 == [(100,)]
+    assert failed == [(6, 3, 300)]

@@ -143,7 +143,7 @@ def test_a_refused_key_ends_each_session_with_a_401_record(load_gateway: Gateway
     )
     assert code == 0 and totals["refused"] == 2
     records = [json.loads(line) for line in records_file.read_text().splitlines()]
-    assert [(r["status"], r["prompt_tokens"], r["completion_tokens"]) for r in records] == [("401", 0, 0)] * 2
+    assert [(r["status"], r["prompt_tokens"], r["completion_tokens"]) for r in records] == [("401", None, 0)] * 2
 
 
 def _cli(args: list[str]) -> Any:

@@ -1,8 +1,10 @@
 """The meter: one JSON line per request in the ledger's record schema (llm_fabric.ledger.records).
 
-Rejections are records too (status 401, 403, 429, ...) with zero tokens, so `fabric report` and
-`fabric ledger ingest` see refused demand. Prompts are written only where the request's data class
-allows it (`log_prompts`, from the sovereignty policy) and the site turned prompt logging on.
+Rejections are records too (status 401, 403, 429, ...) with no tokens, so `fabric report` and
+`fabric ledger ingest` see refused demand; their `prompt_tokens` is null (a refused request has no
+prompt length, so the month's prompt percentiles do not count it as a length-0 prompt). Prompts are
+written only where the request's data class allows it (`log_prompts`, from the sovereignty policy)
+and the site turned prompt logging on.
 
 Records go to a folder, one file per UTC day of writing (`requests-2026-12-01.jsonl`; with a
 writer name, `requests-2026-12-01.<writer>.jsonl`, one file per gateway pod so that two pods never
@@ -15,6 +17,7 @@ the ledger keys records by request id and day.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -33,7 +36,9 @@ class MeterRecord(FabricModel):
     ts: str = Field(description="RFC 3339, UTC: when the request arrived")
     model: str = Field(description="the deployment name")
     tenant: str
-    prompt_tokens: int = 0
+    # None for a request refused before it was tokenized: it used no tokens and has no prompt length,
+    # so the month's prompt-length percentiles do not count refusals as length-0 prompts
+    prompt_tokens: int | None = None
     completion_tokens: int = 0
     cached_prompt_tokens: int | None = None
     ttft_ms: float | None = None
@@ -65,7 +70,9 @@ class Meter:
         return self.folder / (f"requests-{day}.{self.writer}.jsonl" if self.writer else f"requests-{day}.jsonl")
 
     def write(self, record: MeterRecord) -> None:
-        line = (record.model_dump_json(exclude_none=True) + "\n").encode()
+        body = record.model_dump(exclude_none=True)
+        body.setdefault("prompt_tokens", None)  # the ledger requires the column; null says "no length"
+        line = (json.dumps(body) + "\n").encode()
         with self._lock:
             fd = os.open(self.path_for(self._clock()), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
             try:

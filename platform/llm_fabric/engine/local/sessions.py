@@ -199,7 +199,7 @@ def run_session(target: Target, session: PlannedSession) -> list[dict[str, Any]]
         try:
             usage, reply, response_id, ttft_ms = _post_chat(target, body)
         except urllib.error.HTTPError as exc:  # refused (401, 429, ...): the record says so, the session ends
-            records.append({**record, "prompt_tokens": 0, "completion_tokens": 0, "status": str(exc.code)})
+            records.append({**record, "prompt_tokens": None, "completion_tokens": 0, "status": str(exc.code)})
             return records
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             raise FabricError(
