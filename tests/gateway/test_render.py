@@ -142,3 +142,42 @@ def test_site_and_all_sites_exclude_each_other(site_and_plan: tuple[Path, Path],
         main(["render", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path), "--all-sites", "--site", "brno"])
         == 2
     )
+
+
+def test_the_reference_federation_renders_each_site_only_its_own_objects(site_repo: Path, tmp_path: Path) -> None:
+    """The example itself (brno, CZ; vienna, AT) with the planner's own plan, through `plan -o` and `render`."""
+    plan_file = tmp_path / "plan.json"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan_file)]) == 0
+    out = site_repo / "deploy"
+    args = ["render", "-C", str(site_repo), "--plan", str(plan_file), "--out", str(out), "--all-sites"]
+    assert main([*args, "--flux-repo", "ssh://git@git.example/fed/site.git", "--check", "--crds", str(CRDS)]) == 0
+    plan, site = load_plan(plan_file), load_site(site_repo)
+    sites = sorted(site.config.sites)
+    assert sites == ["brno", "vienna"]
+    nodes_at = {s: {n for n, m in site.nodes.items() if m.site == s} for s in sites}
+    expected = {s: {f"{r.deployment}-{r.index}" for r in plan.replicas if r.site == s} for s in sites}
+    found: dict[str, set[str]] = {s: set() for s in sites}
+    for here in sites:
+        elsewhere = set().union(*(nodes_at[s] for s in sites if s != here))
+        for path in (out / here).rglob("*.yaml"):
+            text = path.read_text()
+            obj = yaml.safe_load(text)
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if L.SITE in labels:
+                assert labels[L.SITE] == here, path
+                found[here].add(labels[L.REPLICA])
+            # no object names a node of another site (node affinity, annotations, quotas)
+            assert not [n for n in elsewhere if n in text], path
+    assert found == expected and all(expected.values())
+    # public/internal gpt-oss-120b runs at both sites; whatever serves sensitive data only in CZ
+    assert {r.deployment for r in plan.replicas if r.site == "vienna"} == {"gpt-oss-120b"}
+    assert {r.site for r in plan.replicas if r.deployment == "gpt-oss-120b"} == {"brno", "vienna"}
+    for replica in plan.replicas:
+        if "sensitive" in site.deployments[replica.deployment].data_classes:
+            assert site.config.sites[replica.site].jurisdiction.country == "CZ", replica
+    # the gateway runs in Brno only and reaches Vienna's replica through gateway.remote_endpoints
+    assert not list((out / "vienna").rglob("*fabric-gateway*"))
+    config = yaml.safe_load((out / "brno" / "serving" / "configmap-fabric-gateway.yaml").read_text())
+    entries = yaml.safe_load(config["data"]["litellm-config.yaml"])["model_list"]
+    vienna = {e["model_name"] for e in entries if e["model_info"].get("fabric_site") == "vienna"}
+    assert vienna == {"gpt-oss-120b@public", "gpt-oss-120b@internal"}
