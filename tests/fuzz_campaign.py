@@ -115,7 +115,20 @@ def plan_case(site: Path, rng: random.Random, hang_after: int, work: Path) -> li
     (work / "plan.json").write_bytes(data)
     shutil.rmtree(work / "out", ignore_errors=True)
     return [
-        _run(["render", "-C", str(site), "--plan", str(work / "plan.json"), "--out", str(work / "out")], hang_after)
+        _run(
+            [
+                "render",
+                "--site",
+                "brno",
+                "-C",
+                str(site),
+                "--plan",
+                str(work / "plan.json"),
+                "--out",
+                str(work / "out"),
+            ],
+            hang_after,
+        )
     ]
 
 

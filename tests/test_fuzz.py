@@ -211,7 +211,17 @@ def test_fuzzed_plan_files_never_crash_render(
         data = _mutate(data, edit)
     folder = tmp_path_factory.mktemp("plan")
     (folder / "plan.json").write_bytes(data)
-    code = _exit("render", "-C", str(fuzz_site), "--plan", str(folder / "plan.json"), "--out", str(folder / "out"))
+    code = _exit(
+        "render",
+        "--site",
+        "brno",
+        "-C",
+        str(fuzz_site),
+        "--plan",
+        str(folder / "plan.json"),
+        "--out",
+        str(folder / "out"),
+    )
     assert code in ALLOWED, capsys.readouterr().err
     capsys.readouterr()
 

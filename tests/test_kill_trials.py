@@ -133,12 +133,12 @@ def test_killed_render_and_report_rerun_to_outputs_that_verify(site_repo: Path, 
     records = tmp_path / "october.jsonl"
     generate_records(records, Month.parse("2026-10"), 2_000, {"qwen3-5": (1100, 33958)}, ["muni-researchers"])
     report = ["report", "-C", str(site_repo), "--month", "2026-10", "--requests", str(records)]
-    render_for = _timed("render", "-C", str(site_repo), "--out", str(tmp_path / "fresh"))
+    render_for = _timed("render", "--site", "brno", "-C", str(site_repo), "--out", str(tmp_path / "fresh"))
     report_for = _timed(*report, "--out", str(tmp_path / "fresh-report"))
     for trial in range(TRIALS):
         out = tmp_path / f"deploy{trial}"
-        _killed(["render", "-C", str(site_repo), "--out", str(out)], render_for)
-        assert _fabric("render", "-C", str(site_repo), "--out", str(out)).returncode == 0
+        _killed(["render", "--site", "brno", "-C", str(site_repo), "--out", str(out)], render_for)
+        assert _fabric("render", "--site", "brno", "-C", str(site_repo), "--out", str(out)).returncode == 0
         assert _temp_files(out) == []
         fresh = {p.relative_to(tmp_path / "fresh"): p.read_bytes() for p in (tmp_path / "fresh").rglob("*.yaml")}
         assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*.yaml")} == fresh

@@ -98,7 +98,7 @@ def test_written_files_have_normal_modes(site_repo: Path, tmp_path: Path, capsys
     assert mode(site_repo / "nodes" / "dgx-b200-01.yaml") == 0o644
     assert mode(default_private_key_path(site_repo)) == 0o600
     out = tmp_path / "deploy"
-    assert _run(capsys, "render", "-C", str(site_repo), "--out", str(out))[0] == 0
+    assert _run(capsys, "render", "--site", "brno", "-C", str(site_repo), "--out", str(out))[0] == 0
     rendered = [p for p in out.rglob("*.yaml")]
     assert rendered and {mode(p) for p in rendered} == {0o644}
 
@@ -170,15 +170,15 @@ def test_a_killed_renders_temp_files_are_cleaned_by_the_rerun(
     site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "deploy"
-    assert _run(capsys, "render", "-C", str(site_repo), "--out", str(out))[0] == 0
+    assert _run(capsys, "render", "--site", "brno", "-C", str(site_repo), "--out", str(out))[0] == 0
     leftover = out / "brno" / "serving" / ".namespace.yaml.q1w2e3r4.tmp"
     leftover.write_text("partial")
-    assert _run(capsys, "render", "-C", str(site_repo), "--out", str(out))[0] == 0
+    assert _run(capsys, "render", "--site", "brno", "-C", str(site_repo), "--out", str(out))[0] == 0
     assert not leftover.exists()
     # and render, too, leaves a folder holding the user's own files alone
     (tmp_path / "other" / "brno").mkdir(parents=True)
     (tmp_path / "other" / "brno" / "notes.yaml").write_text("mine: true\n")
-    code, text = _run(capsys, "render", "-C", str(site_repo), "--out", str(tmp_path / "other"))
+    code, text = _run(capsys, "render", "--site", "brno", "-C", str(site_repo), "--out", str(tmp_path / "other"))
     assert code == 2 and "did not write" in text and (tmp_path / "other" / "brno" / "notes.yaml").exists()
 
 

@@ -130,7 +130,7 @@ def test_plan_and_render_refuse_a_node_signed_by_an_unknown_key(
     _forged_node(site_repo, "rogue-box", Ed25519PrivateKey.generate())
     code, out = _run(capsys, "plan", "-C", str(site_repo))
     assert code == 3 and "rogue-box" in out and "not a trusted key" in out
-    code, out = _run(capsys, "render", "-C", str(site_repo), "--out", str(tmp_path / "out"))
+    code, out = _run(capsys, "render", "--site", "brno", "-C", str(site_repo), "--out", str(tmp_path / "out"))
     assert code == 3 and "rogue-box" in out
     assert not (tmp_path / "out").exists()
     code, out = _run(capsys, "provision", NODE, "--site-repo", str(site_repo), "--check")

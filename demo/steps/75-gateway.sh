@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The request path, live: tenants call the real vLLM (CPU, tiny model) through the real LiteLLM gateway that
-# `fabric gateway run` generates from the site repo and the plan. The federation is the reference one plus a
-# second site (vienna, AT) holding a replica of qwen3-5 (here the same local engine stands in for both sites).
+# `fabric gateway run` generates from the site repo and the plan. The federation is the reference one (brno, CZ;
+# vienna, AT) with a replica of qwen3-5 added at vienna (here the same local engine stands in for both sites).
 # One tenant is throttled (429 + Retry-After), the sensitive tenant only ever reaches the CZ replica, and the
 # month's report shows usage per tenant from the gateway's meter. Skipped without `make engine` and `make gateway`.
 set -euo pipefail
@@ -17,7 +17,7 @@ records="$out/records"  # the meter's folder: one file per UTC day
 source "$REPO_ROOT/demo/live.sh"
 read -r engine_port gw_port < <(free_ports 2)
 
-echo "\$ a federation with a second site: vienna (AT), one qwen3-5 replica there on a signed node"
+echo "\$ the reference federation's second site, vienna (AT), gets a qwen3-5 replica on a signed node"
 "$PYTHON" - "$out" <<'PY'
 import json, sys
 from pathlib import Path

@@ -1,16 +1,19 @@
-"""Inputs of the deploy tests: the reference site (read-only) and the seed-000 plan."""
+"""Inputs of the deploy tests: the reference site (as `fabric init` makes it: nodes signed) and the seed-000 plan.
+
+The example's nodes are declared and signed at `fabric init`; the serving stack holds the tenant gateway,
+which routes only to signed nodes, so the tests read an initialised copy, not the example folder itself.
+"""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from llm_fabric.deploy.build import StackInputs, load_inputs
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.distribution import data_path
+from llm_fabric.init import init_site
 from llm_fabric.site.loader import load_site
 from tests.deploy.planfixture import seed_plan
 
@@ -18,19 +21,20 @@ REFERENCE = data_path("examples", "cerit-sc")
 
 
 @pytest.fixture
-def reference_inputs() -> StackInputs:
-    return load_inputs(StackOptions(site_repo=REFERENCE), site=load_site(REFERENCE), plan=seed_plan())
+def reference_inputs(tmp_path_factory: pytest.TempPathFactory) -> StackInputs:
+    # outside the test's tmp_path: tests list and read everything a render writes there
+    root = init_site(tmp_path_factory.mktemp("reference") / "site", "cerit-sc").root
+    return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_site(root), plan=seed_plan())
 
 
 @pytest.fixture
-def edited_site(tmp_path: Path) -> Callable[[dict[str, str]], StackInputs]:
+def edited_site(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, str]], StackInputs]:
     """Factory: a copy of the reference site with files replaced (relative path -> YAML text)."""
 
     def make(files: dict[str, str]) -> StackInputs:
-        root = tmp_path / "site"
-        shutil.copytree(REFERENCE, root)
+        root = init_site(tmp_path_factory.mktemp("edited") / "site", "cerit-sc").root
         for rel, text in files.items():
             (root / rel).write_text(text)
-        return load_inputs(StackOptions(site_repo=root), site=load_site(root), plan=seed_plan())
+        return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_site(root), plan=seed_plan())
 
     return make

@@ -109,12 +109,13 @@ def test_cold_start_probe_allows_minutes(reference_inputs: StackInputs) -> None:
 def test_network_policy_allows_dns_and_only_the_sites_cidrs(reference_inputs: StackInputs, edited_site: Any) -> None:
     policy = kubernetes(run_stack("serving", reference_inputs))["NetworkPolicy/llm-fabric-serving-egress"]
     assert policy["spec"]["policyTypes"] == ["Egress"]
-    assert len(policy["spec"]["egress"]) == 1  # DNS only: the reference site allows no egress
     assert {p["port"] for p in policy["spec"]["egress"][0]["ports"]} == {53}
+    # brno allows the Vienna site's inference ingress (the gateway reaches the replicas there)
+    assert policy["spec"]["egress"][1:] == [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}]
     fabric = (reference_inputs.site.root / "fabric.yaml").read_text()
-    mirrored = edited_site({"fabric.yaml": fabric.replace("egress_allowed: []", "egress_allowed: [10.20.0.0/16]")})
-    policy = kubernetes(run_stack("serving", mirrored))["NetworkPolicy/llm-fabric-serving-egress"]
-    assert policy["spec"]["egress"][1] == {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]}
+    closed = edited_site({"fabric.yaml": fabric.replace("- 192.0.2.0/24", "[]")})
+    policy = kubernetes(run_stack("serving", closed))["NetworkPolicy/llm-fabric-serving-egress"]
+    assert len(policy["spec"]["egress"]) == 1  # DNS only
 
 
 def test_kueue_quotas_match_the_allocations(reference_inputs: StackInputs) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -70,10 +69,8 @@ def test_crd_validation_catches_a_wrong_field(reference_inputs: StackInputs) -> 
 
 def test_operator_stacks_point_at_the_site_repo_and_validate(reference_inputs: StackInputs, tmp_path: Path) -> None:
     crds_or_skip()
-    site_root = tmp_path / "repo"
-    site_root.mkdir()
-    inputs = replace(reference_inputs, site=replace(reference_inputs.site, root=site_root))
-    render_stacks(inputs, site_root / "deploy", operator_repo="https://git.example/cerit/site.git")
+    site_root = reference_inputs.site.root  # a site repo of its own (`fabric init`): the output goes inside it
+    render_stacks(reference_inputs, site_root / "deploy", operator_repo="https://git.example/cerit/site.git")
     operator = site_root / "deploy" / "brno" / "operator"
     stacks = [yaml.safe_load(p.read_text()) for p in sorted(operator.glob("stack-*.yaml"))]
     assert [s["metadata"]["name"] for s in stacks] == [

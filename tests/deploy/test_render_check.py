@@ -50,12 +50,13 @@ def test_cli_check_passes_the_reference_site(
 ) -> None:
     crds = crds_or_skip()
     out = tmp_path / "out"
-    args = ["render", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check"]
+    args = ["render", "--site", "brno", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check"]
     assert main([*args, "--crds", str(crds), "--json"]) == 0
     check = json.loads(capsys.readouterr().out)["check"]
-    assert check == {"kubernetes_version": "1.33", "core": 19, "custom": 16, "custom_unchecked": 0, "crds": str(crds)}
+    # with the tenant gateway brno runs: its ConfigMap, Deployment, Service, NetworkPolicy, PodMonitor, rules
+    assert check == {"kubernetes_version": "1.33", "core": 23, "custom": 20, "custom_unchecked": 0, "crds": str(crds)}
     assert main(args) == 0  # without --crds: custom resources are counted, not checked
-    assert "16 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
+    assert "20 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
 
 
 def test_cli_check_names_the_file_line_and_field(
@@ -70,13 +71,25 @@ def test_cli_check_names_the_file_line_and_field(
     crds = _edited_crds(tmp_path, drop_cohort_name)
     out = tmp_path / "out"
     code = main(
-        ["render", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check", "--crds", str(crds)]
+        [
+            "render",
+            "--site",
+            "brno",
+            str(site_repo),
+            "--out",
+            str(out),
+            "--plan",
+            str(_plan(tmp_path)),
+            "--check",
+            "--crds",
+            str(crds),
+        ]
     )
     err = capsys.readouterr().err
     assert code == 3, err
     assert not out.exists()  # validated before anything is written: nothing to apply, nothing half-updated
     queue = out / "brno" / "allocations" / "clusterqueue-cerit-sc.yaml"
-    assert main(["render", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path))]) == 0
+    assert main(["render", "--site", "brno", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path))]) == 0
     line = next(i for i, text in enumerate(queue.read_text().splitlines(), 1) if text.startswith("spec:"))
     assert f"{queue}:{line}: spec: invalid kueue.x-k8s.io/v1beta2 ClusterQueue (CRD schema)" in err
     assert "'cohortName' was unexpected" in err and "Traceback" not in err
@@ -113,7 +126,9 @@ def test_a_resource_without_its_crd_is_refused(tmp_path: Path, reference_inputs:
         check_manifests(_texts(result.manifests), "1.33", crds)
     problems = exc.value.problems
     queues = sorted(p for p in result.manifests if p.name.startswith("clusterqueue-"))
-    assert sorted(p.file for p in problems if p.file is not None) == queues and len(queues) == 5  # one per tenant
+    assert (
+        sorted(p.file for p in problems if p.file is not None) == queues and len(queues) == 6
+    )  # one per tenant, and the pool
     for problem in problems:
         assert problem.field == "apiVersion" and "no CRD for kueue.x-k8s.io/v1beta2 ClusterQueue" in problem.message
 
@@ -151,5 +166,7 @@ def test_crds_folder_errors(site_repo: Path, tmp_path: Path, capsys: pytest.Capt
     (tmp_path / "empty" / "not-a-crd.yaml").write_text("kind: ConfigMap\n")
     with pytest.raises(UsageError, match="no CustomResourceDefinition"):
         CrdSchemas.load(tmp_path / "empty")
-    assert main(["render", str(site_repo), "--out", str(tmp_path / "o"), "--crds", str(tmp_path)]) == 2
+    assert (
+        main(["render", "--site", "brno", str(site_repo), "--out", str(tmp_path / "o"), "--crds", str(tmp_path)]) == 2
+    )
     assert "--crds is used by --check" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
+from llm_fabric.deploy import labels as L
 from llm_fabric.engine.sglang_args import LAUNCHER
 from tests.deploy.crdschemas import crds_or_skip
 
@@ -33,10 +34,12 @@ def switch(site: Path, deployments: list[str] | None = None, line: str = "engine
 
 
 def _serving(out: Path) -> dict[str, dict[str, Any]]:
-    """Rendered engine workloads: replica name -> its container."""
+    """Rendered engine workloads: replica name -> its container (not the tenant gateway's)."""
     containers = {}
     for path in (out / "brno" / "serving").glob("deployment-*.yaml"):
         doc = yaml.safe_load(path.read_text())
+        if L.REPLICA not in doc["metadata"]["labels"]:
+            continue
         containers[doc["metadata"]["name"]] = doc["spec"]["template"]["spec"]["containers"][0]
     return containers
 
@@ -48,7 +51,20 @@ def _chain(site: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tu
     out = tmp_path / "out"
     crds = crds_or_skip()
     capsys.readouterr()
-    args = ["render", "-C", str(site), "--plan", str(plan_file), "--out", str(out), "--check", "--crds", str(crds)]
+    args = [
+        "render",
+        "--site",
+        "brno",
+        "-C",
+        str(site),
+        "--plan",
+        str(plan_file),
+        "--out",
+        str(out),
+        "--check",
+        "--crds",
+        str(crds),
+    ]
     assert main([*args, "--json"]) == 0, capsys.readouterr()
     check = json.loads(capsys.readouterr().out)["check"]
     assert check["custom_unchecked"] == 0
@@ -117,6 +133,7 @@ def test_plan_base_shows_the_switch_for_review(
     capsys.readouterr()
     assert main(["plan", "-C", str(site), "--base", "HEAD~1", "--json"]) == 0
     diff = json.loads(capsys.readouterr().out)["diff"]
-    assert diff["replicas"] == [
-        {"deployment": "gpt-oss-120b", "index": 0, "change": "engine", "before": "vllm", "after": "sglang"}
+    assert diff["replicas"] == [  # its two replicas, in Brno and in Vienna
+        {"deployment": "gpt-oss-120b", "index": i, "change": "engine", "before": "vllm", "after": "sglang"}
+        for i in (0, 1)
     ]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.fixtures.gateway_site import issue_keys, make_gateway_plan, make_gateway_site
+from tests.fixtures.gateway_site import edit_yaml, issue_keys, make_gateway_plan, make_gateway_site
 
 from llm_fabric.cli.main import main
 from llm_fabric.errors import UsageError
@@ -94,8 +94,7 @@ def test_settings_that_are_not_the_gateways_are_a_clear_error(tmp_path: Path) ->
 
 
 def test_an_unknown_site_in_the_gateway_section_names_the_field(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    path = site_repo / "fabric.yaml"
-    path.write_text(path.read_text() + "gateway:\n  site: nowhere\n")
+    edit_yaml(site_repo / "fabric.yaml", lambda d: d["gateway"].update(site="nowhere"))
     assert main(["gateway", "config", "-C", str(site_repo), "--out", str(site_repo.parent / "gw")]) == 2
     err = capsys.readouterr().err
     assert "fabric.yaml" in err and "nowhere" in err
@@ -112,11 +111,8 @@ def test_a_replica_on_an_altered_node_manifest_is_refused(tmp_path: Path, capsys
 
 
 def test_validate_refuses_an_external_provider_for_a_class_that_may_not_leave(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    path = site_repo / "fabric.yaml"
-    path.write_text(
-        path.read_text() + "gateway:\n  external:\n    cloud:\n      url: https://api.cloud.example/v1\n"
-        "      model: m\n      data_classes: [public, sensitive]\n"
-    )
+    cloud = {"url": "https://api.cloud.example/v1", "model": "m", "data_classes": ["public", "sensitive"]}
+    edit_yaml(site_repo / "fabric.yaml", lambda d: d["gateway"].update(external={"cloud": cloud}))
     assert main(["validate", "-C", str(site_repo)]) == 3
     err = capsys.readouterr()
     text = err.out + err.err

@@ -343,6 +343,49 @@ def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway
     assert len([r for r in brno.served() if "rogue" in r["text"]]) == 8
 
 
+TWO = ("fnusa-clinical", "muni-researchers")
+
+
+def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    """With `routing: inference-extension`, the gateway's own site is the inference Gateway (a recording backend
+    stands in for it here): the real proxy names the deployment in the header the HTTPRoutes match; the
+    entries of the other site (vienna, reached directly) carry no such header."""
+    import shutil
+
+    from tests.fixtures.gateway_site import edit_yaml
+
+    from llm_fabric.gateway.config import MODEL_HEADER, build_gateway
+    from llm_fabric.gateway.run import start_gateway, write_gateway_files
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.site.loader import load_site
+
+    repo = tmp_path / "site"
+    shutil.copytree(gateway.site_repo, repo)
+    edit_yaml(repo / "fabric.yaml", lambda d: d["gateway"].update(routing="inference-extension"))
+    brno, vienna = gateway.backends["brno"], gateway.backends["vienna"]
+    endpoints = {("qwen3-5", "brno"): brno.url, ("qwen3-5", "vienna"): vienna.url}
+    files = build_gateway(load_site(repo), load_plan(gateway.plan), site_id="brno", endpoints=endpoints, local=True)
+    write_gateway_files(files, tmp_path / "gw")
+    proxy = start_gateway(tmp_path / "gw", tmp_path / "requests.jsonl")
+    try:
+        proxy.wait_healthy(120)
+        other = Gateway(
+            proxy.base_url, gateway.keys, tmp_path / "requests.jsonl", gateway.site_repo, gateway.plan, gateway.backends
+        )
+        # the sensitive tenant's requests stay in brno; the pool tenant's may go to either site
+        statuses = [other.chat(t, "qwen3-5", f"gie{i} tenant:{t}")[0] for t in TWO for i in range(6)]
+    finally:
+        proxy.stop()
+    assert statuses == [200] * 12
+    at_brno = [r for r in brno.served() if "gie" in r["text"]]
+    at_vienna = [r for r in vienna.served() if "gie" in r["text"]]
+    assert len([r for r in at_brno if r["tenant"] == "fnusa-clinical"]) == 6 and len(at_brno) + len(at_vienna) == 12
+    assert all(r["headers"].get(MODEL_HEADER.lower()) == "qwen3-5" for r in at_brno)
+    assert all(MODEL_HEADER.lower() not in r["headers"] for r in at_vienna)
+
+
 def test_engine_only_fields_never_reach_an_external_provider(gateway: Gateway) -> None:
     # qwen3-5-122b schedules by priority: its engine gets one, the external provider behind it must not
     status, _, body = gateway.chat(

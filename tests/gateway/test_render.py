@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,18 +83,104 @@ def test_the_gateway_renders_valid_objects_without_keys(site_and_plan: tuple[Pat
     assert not [n for n in objects if n.startswith(("inferencepool-", "httproute-"))]
 
 
-def test_inference_extension_routing_adds_pools_and_routes(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
-    repo, plan = site_and_plan
+def _inference_site(repo: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "site"
-    import shutil
-
     shutil.copytree(repo, copy)
     edit_yaml(copy / "fabric.yaml", lambda d: d["gateway"].update(routing="inference-extension"))
-    objects = _render(copy, plan, tmp_path / "out")
-    pool = objects["inferencepool-qwen3-5.yaml"]
-    assert pool["spec"]["selector"]["matchLabels"][L.DEPLOYMENT] == "qwen3-5"  # type: ignore[index]
-    route = objects["httproute-qwen3-5.yaml"]
-    assert route["spec"]["rules"][0]["backendRefs"][0]["kind"] == "InferencePool"  # type: ignore[index]
+    return copy
+
+
+def test_inference_extension_routing_adds_pools_pickers_and_routes(
+    site_and_plan: tuple[Path, Path], tmp_path: Path
+) -> None:
+    repo, plan = site_and_plan
+    objects = _render(_inference_site(repo, tmp_path), plan, tmp_path / "out")  # --check against ../shared/crds
+    for deployment in ("qwen3-5", "qwen3-5-122b"):  # the deployments with replicas in brno
+        pool = objects[f"inferencepool-{deployment}.yaml"]["spec"]
+        assert pool["selector"]["matchLabels"][L.DEPLOYMENT] == deployment  # type: ignore[index]
+        assert "app.kubernetes.io/name" not in pool["selector"]["matchLabels"]  # type: ignore[index]  # both engines
+        ref = pool["endpointPickerRef"]  # type: ignore[index]
+        service = objects[f"service-{ref['name']}.yaml"]
+        assert ref["port"]["number"] in [p["port"] for p in service["spec"]["ports"]]  # type: ignore[index]
+        epp = objects[f"deployment-{deployment}-epp.yaml"]["spec"]
+        assert service["spec"]["selector"] == epp["selector"]["matchLabels"]  # type: ignore[index]
+        pod = epp["template"]["spec"]  # type: ignore[index]
+        container = pod["containers"][0]
+        assert container["image"] == "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
+        args = container["args"]
+        assert args[args.index("--pool-name") + 1] == deployment
+        assert args[args.index("--config-file") + 1] == "/config/epp-config.yaml"
+        assert {p["containerPort"] for p in container["ports"]} == {9002, 9003, 9090}
+        assert epp["replicas"] == 1 and epp["strategy"] == {"type": "Recreate"}  # type: ignore[index]
+        # the config the picker reads: every profile entry names a declared plugin, scorers weighted
+        config_map = objects[f"configmap-{deployment}-epp.yaml"]
+        assert pod["volumes"] == [{"name": "config", "configMap": {"name": config_map["metadata"]["name"]}}]  # type: ignore[index]
+        config = yaml.safe_load(config_map["data"]["epp-config.yaml"])  # type: ignore[index]
+        assert (config["apiVersion"], config["kind"]) == (
+            "inference.networking.x-k8s.io/v1alpha1",
+            "EndpointPickerConfig",
+        )
+        declared = {p.get("name", p["type"]) for p in config["plugins"]}
+        [profile] = config["schedulingProfiles"]
+        weights = {p["pluginRef"]: p.get("weight") for p in profile["plugins"]}
+        assert set(weights) <= declared
+        assert weights == {
+            "queue-scorer": 2,
+            "kv-cache-utilization-scorer": 2,
+            "prefix-cache-scorer": 3,
+            "max-score-picker": None,
+        }
+        # RBAC: the picker's own ServiceAccount may read pods and pools in the namespace, nothing else
+        role = objects[f"role-{deployment}-epp.yaml"]
+        granted = {(g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]}  # type: ignore[index]
+        assert {("", "pods"), ("inference.networking.k8s.io", "inferencepools")} <= granted
+        assert {v for rule in role["rules"] for v in rule["verbs"]} == {"get", "watch", "list"}  # type: ignore[index]
+        binding = objects[f"rolebinding-{deployment}-epp.yaml"]
+        assert binding["subjects"] == [  # type: ignore[index]
+            {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "llm-fabric"}
+        ]
+        assert f"serviceaccount-{pod['serviceAccountName']}.yaml" in objects
+        route = objects[f"httproute-{deployment}.yaml"]["spec"]["rules"][0]  # type: ignore[index]
+        assert route["backendRefs"][0] == {
+            "group": "inference.networking.k8s.io",
+            "kind": "InferencePool",
+            "name": deployment,
+        }
+        assert route["matches"][0]["headers"] == [{"name": "X-Gateway-Model-Name", "value": deployment}]
+    # the tenant gateway sends brno's requests to the inference Gateway, naming the deployment in that header
+    config = yaml.safe_load(objects["configmap-fabric-gateway.yaml"]["data"]["litellm-config.yaml"])  # type: ignore[index]
+    for entry in config["model_list"]:
+        params, site = entry["litellm_params"], entry["model_info"].get("fabric_site")
+        if site == "brno":
+            assert params["api_base"] == "http://llm-fabric-inference.llm-fabric.svc.cluster.local/v1"
+            assert params["extra_headers"] == {"X-Gateway-Model-Name": entry["model_info"]["fabric_deployment"]}
+        elif site == "vienna":
+            assert params["api_base"].endswith(".vienna.example/v1") and "extra_headers" not in params
+    egress = objects["networkpolicy-fabric-gateway-egress.yaml"]["spec"]["egress"]  # type: ignore[index]
+    gateway_pods = {"gateway.networking.k8s.io/gateway-name": "llm-fabric-inference"}
+    assert {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": gateway_pods}}]} in egress
+
+
+def test_the_pulumi_stack_registers_the_pickers_it_renders(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
+    """The serving stack through the real Pulumi SDK (mocks): the same objects as the render, typed resources."""
+    from tests.deploy.test_pulumi_stacks import kubernetes, run_stack
+
+    from llm_fabric.deploy.build import build_stack, load_inputs
+    from llm_fabric.deploy.manifests import all_objects
+    from llm_fabric.deploy.options import StackOptions
+
+    repo, plan = site_and_plan
+    copy = _inference_site(repo, tmp_path)
+    inputs = load_inputs(StackOptions(site_repo=copy, site="brno"), site=load_site(copy), plan=load_plan(plan))
+    mocks = run_stack("serving", inputs)
+    registered = kubernetes(mocks)
+    rendered = {f"{o['kind']}/{o['metadata']['name']}": o for o in all_objects(build_stack("serving", inputs))}
+    assert registered == rendered
+    assert {"Deployment/qwen3-5-epp", "Role/qwen3-5-epp", "RoleBinding/qwen3-5-epp", "InferencePool/qwen3-5"} <= set(
+        registered
+    )
+    types = {typ for typ, name, _ in mocks.resources if name.endswith("qwen3-5-epp")}
+    assert {"kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:apps/v1:Deployment"} <= types
 
 
 def test_only_the_gateways_site_runs_it(site_and_plan: tuple[Path, Path]) -> None:
@@ -150,3 +237,42 @@ def test_site_and_all_sites_exclude_each_other(site_and_plan: tuple[Path, Path],
         main(["render", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path), "--all-sites", "--site", "brno"])
         == 2
     )
+
+
+def test_the_reference_federation_renders_each_site_only_its_own_objects(site_repo: Path, tmp_path: Path) -> None:
+    """The example itself (brno, CZ; vienna, AT) with the planner's own plan, through `plan -o` and `render`."""
+    plan_file = tmp_path / "plan.json"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan_file)]) == 0
+    out = site_repo / "deploy"
+    args = ["render", "-C", str(site_repo), "--plan", str(plan_file), "--out", str(out), "--all-sites"]
+    assert main([*args, "--flux-repo", "ssh://git@git.example/fed/site.git", "--check", "--crds", str(CRDS)]) == 0
+    plan, site = load_plan(plan_file), load_site(site_repo)
+    sites = sorted(site.config.sites)
+    assert sites == ["brno", "vienna"]
+    nodes_at = {s: {n for n, m in site.nodes.items() if m.site == s} for s in sites}
+    expected = {s: {f"{r.deployment}-{r.index}" for r in plan.replicas if r.site == s} for s in sites}
+    found: dict[str, set[str]] = {s: set() for s in sites}
+    for here in sites:
+        elsewhere = set().union(*(nodes_at[s] for s in sites if s != here))
+        for path in (out / here).rglob("*.yaml"):
+            text = path.read_text()
+            obj = yaml.safe_load(text)
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if L.SITE in labels:
+                assert labels[L.SITE] == here, path
+                found[here].add(labels[L.REPLICA])
+            # no object names a node of another site (node affinity, annotations, quotas)
+            assert not [n for n in elsewhere if n in text], path
+    assert found == expected and all(expected.values())
+    # public/internal gpt-oss-120b runs at both sites; whatever serves sensitive data only in CZ
+    assert {r.deployment for r in plan.replicas if r.site == "vienna"} == {"gpt-oss-120b"}
+    assert {r.site for r in plan.replicas if r.deployment == "gpt-oss-120b"} == {"brno", "vienna"}
+    for replica in plan.replicas:
+        if "sensitive" in site.deployments[replica.deployment].data_classes:
+            assert site.config.sites[replica.site].jurisdiction.country == "CZ", replica
+    # the gateway runs in Brno only and reaches Vienna's replica through gateway.remote_endpoints
+    assert not list((out / "vienna").rglob("*fabric-gateway*"))
+    config = yaml.safe_load((out / "brno" / "serving" / "configmap-fabric-gateway.yaml").read_text())
+    entries = yaml.safe_load(config["data"]["litellm-config.yaml"])["model_list"]
+    vienna = {e["model_name"] for e in entries if e["model_info"].get("fabric_site") == "vienna"}
+    assert vienna == {"gpt-oss-120b@public", "gpt-oss-120b@internal"}

@@ -44,7 +44,10 @@ def test_plan_json_prints_the_document_plan_o_writes(
 
 def test_render_reads_what_plan_wrote(site_repo: Path, plan_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "deploy"
-    assert main(["render", "-C", str(site_repo), "--plan", str(plan_file), "--out", str(out), "--check"]) == 0
+    assert (
+        main(["render", "--site", "brno", "-C", str(site_repo), "--plan", str(plan_file), "--out", str(out), "--check"])
+        == 0
+    )
     replicas = load_plan(plan_file).replicas
     workloads = sorted(p.name for p in (out / "brno" / "serving").glob("deployment-*.yaml"))
     assert len(workloads) == len([r for r in replicas if r.site == "brno"]) > 0
@@ -84,7 +87,10 @@ def test_plan_with_base_carries_its_diff_and_is_still_a_plan(site_repo: Path, tm
     assert main(["plan", "-C", str(site_repo), "--base", "HEAD", "-o", str(path)]) == 0
     plan = load_plan(path)
     assert plan.diff is not None and plan.diff.base_revision == "HEAD" and plan.diff.empty
-    assert main(["render", "-C", str(site_repo), "--plan", str(path), "--out", str(tmp_path / "out")]) == 0
+    assert (
+        main(["render", "--site", "brno", "-C", str(site_repo), "--plan", str(path), "--out", str(tmp_path / "out")])
+        == 0
+    )
 
 
 @pytest.mark.parametrize(
@@ -102,7 +108,10 @@ def test_foreign_documents_are_refused_with_the_reason(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(edit(json.loads(plan_file.read_text()))))
-    assert main(["render", "-C", str(site_repo), "--plan", str(bad), "--out", str(tmp_path / "out")]) == 2
+    assert (
+        main(["render", "--site", "brno", "-C", str(site_repo), "--plan", str(bad), "--out", str(tmp_path / "out")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert str(bad) in err and expected in err and "Traceback" not in err
 

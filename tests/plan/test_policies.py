@@ -56,10 +56,10 @@ def test_sensitive_deployment_pinned_abroad_has_no_eligible_node(
     # a second site, in Germany, run by a commercial operator; the H200 node moves there
     _edit(
         site / "fabric.yaml",
-        "defaults:",
+        "gateway:",
         "  frankfurt:\n    display_name: Colocation, Frankfurt\n"
         "    jurisdiction: {country: DE, eu: true}\n    operator: {name: ColoCorp, federation_member: false}\n"
-        "    cluster: {name: fra}\ndefaults:",
+        "    cluster: {name: fra}\ngateway:",
     )
     _edit(site / "nodes" / "hgx-h200-ceitec.yaml", "site: brno", "site: frankfurt")
     rc, report = _validate(site, capsys)
@@ -70,8 +70,10 @@ def test_sensitive_deployment_pinned_abroad_has_no_eligible_node(
     assert len(blocked) == 1
     assert "may be processed only in CZ; site `frankfurt` is in DE" in blocked[0]
     assert "only by federation members; site `frankfurt` is operated by ColoCorp" in blocked[0]
-    # gpt-oss-120b (public, internal) may not go either: internal requires federation operators
-    assert any("gpt-oss-120b" in m for m in messages)
+    # mistral-small-4 (public, internal; H200 only) may not go either: internal requires federation operators
+    assert any("mistral-small-4" in m and "only by federation members" in m for m in messages)
+    # gpt-oss-120b (public, internal) runs on H100 too: the partner centre in Vienna is a federation member
+    assert not any("gpt-oss-120b" in m for m in messages)
 
 
 def test_dedicated_replicas_beyond_contribution(site_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,7 +66,7 @@ def test_validate_json(site_repo: Path, capsys: pytest.CaptureFixture[str]) -> N
     code, out, _ = run_cli(capsys, "validate", str(site_repo), "--json")
     report = json.loads(out)
     assert code == report["exit_code"] == 0
-    assert report["summary"]["nodes"] == 3
+    assert report["summary"]["nodes"] == 4
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

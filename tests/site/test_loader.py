@@ -25,7 +25,9 @@ def _line_of(path: Path, needle: str) -> int:
 
 def test_reference_site_loads(site_repo: Path) -> None:
     site = load_site(site_repo)
-    assert set(site.config.sites) == {"brno"}
+    assert set(site.config.sites) == {"brno", "vienna"}
+    assert site.config.sites["vienna"].jurisdiction.country == "AT"
+    assert site.nodes["hgx-h100-tuwien"].site == "vienna"
     assert site.nodes["dgx-b200-01"].gpus.count == 8
     assert site.contributed_gpus("cerit-sc") == 16
     assert site.ledger is not None and site.ledger.amortisation_months == 36

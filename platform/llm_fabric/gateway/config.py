@@ -2,7 +2,8 @@
 
 A model group per deployment and data class (`DEPLOYMENT@CLASS`) holds that deployment's replicas at
 the sites the class's sovereignty rule allows, one entry per site (its Service balances the site's
-replicas); an entry's `max_parallel_requests` is the site's share of the planned sessions. Only a
+replicas, or with `routing: inference-extension` the inference Gateway, told the deployment by a header);
+an entry's `max_parallel_requests` is the site's share of the planned sessions. Only a
 class whose rule allows external fallback gets `fallbacks` to the external providers that accept
 it. Tenants get an allowlist of groups (their classes x the deployments serving them).
 """
@@ -38,6 +39,9 @@ from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
 
 HOOKS_MODULE = "llm_fabric.gateway.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
+# With routing `inference-extension` the gateway's own site is reached through the inference Gateway, whose
+# HTTPRoutes match this header (GIE's body-based router would set it; LiteLLM sets it, so none is needed)
+MODEL_HEADER = "X-Gateway-Model-Name"
 
 
 @dataclass
@@ -188,11 +192,14 @@ def build_gateway(
     groups: dict[str, GroupAccess] = {}
     deployments: dict[str, DeploymentAccess] = {}
     timeout = gw.request_timeout_s
+    inference = gw.routing == "inference-extension"
 
     def endpoint(dep: str, at: str) -> str | None:
         url = overrides.get((dep, at)) or overrides.get((dep, None))
         if url is not None or local:
             return url
+        if at == site_id and inference:
+            return gw.inference_gateway_url.format(namespace=namespace)
         if at == site_id:
             return f"http://{dep}.{namespace}.svc.cluster.local:{ENGINE_SERVICE_PORT}/v1"
         template = gw.remote_endpoints.get(at)
@@ -251,6 +258,8 @@ def build_gateway(
                     "timeout": timeout,
                     "max_parallel_requests": max(math.floor(access.capacity * per_site[s] / total), 1),
                 }
+                if inference and s == site_id:
+                    params["extra_headers"] = {MODEL_HEADER: name}
                 model_list.append(
                     {
                         "model_name": group,

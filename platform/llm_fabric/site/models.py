@@ -132,6 +132,11 @@ class GatewayConfig(FabricModel):
     routing: Literal["direct", "inference-extension"] = Field(
         "direct", description="inference-extension: a GIE InferencePool per deployment picks the replica"
     )
+    inference_gateway_url: str = Field(
+        "http://llm-fabric-inference.{namespace}.svc.cluster.local/v1",
+        description="with inference-extension: the URL of the `llm-fabric-inference` Gateway's listener, as the "
+        "cluster's Gateway implementation names its Service; {namespace} is filled in",
+    )
     retry_after_s: int = Field(5, ge=1, description="Retry-After of a refusal for capacity")
     request_timeout_s: int = Field(600, ge=1)
     log_prompts: bool = Field(False, description="record prompts in the meter, where the data class allows it")

@@ -6,9 +6,10 @@ Service, a PersistentVolumeClaim for the meter's day files of request records (c
 and hook settings (no key hashes: those come from the Secret `fabric-gateway-keys`, made from
 `fabric gateway config`'s tenant-keys.json), an egress NetworkPolicy (DNS, the engines of this
 namespace, the site's allowed CIDRs: external providers and other sites), a PodMonitor and alert
-rules (429 rate, gateway errors). With `routing: inference-extension`, a GIE InferencePool per
-deployment (the endpoint picker scores prefix cache, queue and KV use) and an HTTPRoute from the
-inference Gateway to it.
+rules (429 rate, gateway errors). With `routing: inference-extension`, per deployment a GIE
+InferencePool, its endpoint picker (Deployment, Service, ConfigMap with the scorers: prefix cache,
+queue, KV use; ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference
+Gateway to the pool; the gateway's entries for its own site then go to that Gateway.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import yaml
+
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import ENGINE_PORT
-from llm_fabric.gateway.config import GatewayFiles, build_gateway, gateway_texts
+from llm_fabric.deploy.resources.serving import ENGINE_LABELS
+from llm_fabric.gateway.config import MODEL_HEADER, GatewayFiles, build_gateway, gateway_texts
 from llm_fabric.gateway.settings import KEYS_ENV, KEYS_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE, WRITER_ENV
 from llm_fabric.plan.document import Plan
 from llm_fabric.site.loader import SiteRepo
@@ -35,9 +39,17 @@ KEYS_DIR = "/etc/fabric-gateway-keys"
 RECORDS_DIR = "/var/lib/fabric-gateway"
 RECORDS_CLAIM = "fabric-gateway-records"
 GATEWAY_LABELS = {"app.kubernetes.io/name": "litellm", "app.kubernetes.io/component": "gateway"}
-ENGINE_SELECTOR = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/component": "engine"}
+# Gateway implementations label their proxy pods with their Gateway's name (Gateway API GEP-1762)
+GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 INFERENCE_GATEWAY = "llm-fabric-inference"
-EPP_PORT = 9002
+# the Gateway API Inference Extension's endpoint picker, pinned: v1.5.0 is the last release that ships it
+# (later ones moved it to llm-d/llm-d-router); its InferencePool v1 is the one in ../shared/crds
+EPP_VERSION = "v1.5.0"
+EPP_IMAGE = f"registry.k8s.io/gateway-api-inference-extension/epp:{EPP_VERSION}"
+EPP_PORT = 9002  # ext-proc (gRPC), what the inference Gateway calls
+EPP_HEALTH_PORT = 9003
+EPP_METRICS_PORT = 9090
+EPP_CONFIG_FILE = "epp-config.yaml"
 
 
 def build_gateway_bundles(site: SiteRepo, plan: Plan, site_id: str, namespace: str) -> list[Bundle]:
@@ -78,7 +90,7 @@ def _gateway_objects(
                 "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
             },
         },
-        _egress(site, site_id, namespace, labels),
+        _egress(site, site_id, namespace, labels, gw),
         {
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PodMonitor",
@@ -171,7 +183,7 @@ def _records_claim(namespace: str, gw: GatewayConfig, labels: dict[str, str]) ->
     }
 
 
-def _egress(site: SiteRepo, site_id: str, namespace: str, labels: dict[str, str]) -> Manifest:
+def _egress(site: SiteRepo, site_id: str, namespace: str, labels: dict[str, str], gw: GatewayConfig) -> Manifest:
     dns_peer = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
@@ -179,10 +191,14 @@ def _egress(site: SiteRepo, site_id: str, namespace: str, labels: dict[str, str]
     egress: list[dict[str, Any]] = [
         {"to": [dns_peer], "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]},
         {
-            "to": [{"podSelector": {"matchLabels": ENGINE_SELECTOR}}],
+            "to": [{"podSelector": {"matchLabels": ENGINE_LABELS}}],
             "ports": [{"protocol": "TCP", "port": ENGINE_PORT}],
         },
     ]
+    if gw.routing == "inference-extension":
+        # the inference Gateway's proxy pods, in whichever namespace its implementation runs them
+        proxy = {"namespaceSelector": {}, "podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: INFERENCE_GATEWAY}}}
+        egress.append({"to": [proxy]})
     allowed = site.config.sites[site_id].egress_allowed  # other sites' gateways and external providers
     if allowed:
         egress.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in allowed]})
@@ -224,22 +240,18 @@ def _alerts(namespace: str, labels: dict[str, str]) -> Manifest:
 
 
 def _inference_objects(deployment: str, namespace: str) -> list[Manifest]:
-    """A GIE InferencePool over the deployment's engines here, and the HTTPRoute that sends its model to it."""
+    """A GIE InferencePool over the deployment's engines here, its endpoint picker, and the HTTPRoute to it."""
     labels = L.common_labels("inference-pool", deployment)
+    epp = f"{deployment}-epp"
     pool = {
         "apiVersion": "inference.networking.k8s.io/v1",
         "kind": "InferencePool",
         "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
         "spec": {
-            "selector": {"matchLabels": ENGINE_SELECTOR | {L.DEPLOYMENT: deployment}},
+            # the engine pods of both engines: the same selector as the deployment's Service
+            "selector": {"matchLabels": ENGINE_LABELS | {L.DEPLOYMENT: deployment}},
             "targetPorts": [{"number": ENGINE_PORT}],
-            # the endpoint picker (the upstream EPP chart, configured with the prefix-cache, queue and
-            # KV-cache-utilisation scorers) runs as the Service `<deployment>-epp`
-            "endpointPickerRef": {
-                "name": f"{deployment}-epp",
-                "port": {"number": EPP_PORT},
-                "failureMode": "FailClose",
-            },
+            "endpointPickerRef": {"name": epp, "port": {"number": EPP_PORT}, "failureMode": "FailClose"},
         },
     }
     route = {
@@ -250,11 +262,11 @@ def _inference_objects(deployment: str, namespace: str) -> list[Manifest]:
             "parentRefs": [{"name": INFERENCE_GATEWAY}],
             "rules": [
                 {
-                    # body-based routing puts the request's model in this header
+                    # the tenant gateway names the deployment in this header (gateway/config.py)
                     "matches": [
                         {
                             "path": {"type": "PathPrefix", "value": "/v1"},
-                            "headers": [{"name": "X-Gateway-Model-Name", "value": deployment}],
+                            "headers": [{"name": MODEL_HEADER, "value": deployment}],
                         }
                     ],
                     "backendRefs": [
@@ -264,4 +276,135 @@ def _inference_objects(deployment: str, namespace: str) -> list[Manifest]:
             ],
         },
     }
-    return [pool, route]
+    return [pool, route, *_endpoint_picker(deployment, namespace)]
+
+
+def epp_config() -> str:
+    """The endpoint picker's EndpointPickerConfig (GIE v1.5.0's default profile, the picker named).
+
+    Scorers: queue depth and KV-cache use (weight 2 each), prefix-cache locality (3), then the replica
+    with the highest score. The metrics extractor reads each pod's engine from `app.kubernetes.io/name`
+    (vllm or sglang, as serving labels it), so one pool may mix engines.
+    """
+    config = {
+        "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
+        "kind": "EndpointPickerConfig",
+        "plugins": [
+            {"type": "queue-scorer"},
+            {"type": "kv-cache-utilization-scorer"},
+            {"type": "prefix-cache-scorer"},
+            {"type": "max-score-picker"},
+            {"type": "metrics-data-source", "parameters": {"scheme": "http", "path": "/metrics"}},
+            {
+                "type": "core-metrics-extractor",
+                "parameters": {"engineLabelKey": "app.kubernetes.io/name", "defaultEngine": "vllm"},
+            },
+        ],
+        "schedulingProfiles": [
+            {
+                "name": "default",
+                "plugins": [
+                    {"pluginRef": "queue-scorer", "weight": 2},
+                    {"pluginRef": "kv-cache-utilization-scorer", "weight": 2},
+                    {"pluginRef": "prefix-cache-scorer", "weight": 3},
+                    {"pluginRef": "max-score-picker"},
+                ],
+            }
+        ],
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def _endpoint_picker(deployment: str, namespace: str) -> list[Manifest]:
+    """GIE's endpoint picker for one pool, as its v1.5.0 chart (config/charts/epplib) deploys it."""
+    name = f"{deployment}-epp"
+    selector = {"inferencepool": name}
+    labels = L.common_labels("endpoint-picker", name) | {"app.kubernetes.io/name": "epp"} | selector
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    ports = [
+        {"name": "grpc", "containerPort": EPP_PORT},
+        {"name": "grpc-health", "containerPort": EPP_HEALTH_PORT},
+        {"name": "metrics", "containerPort": EPP_METRICS_PORT},
+    ]
+    probe = {"grpc": {"port": EPP_HEALTH_PORT, "service": "inference-extension"}}
+    container = {
+        "name": "epp",
+        "image": EPP_IMAGE,
+        "args": [
+            *("--pool-name", deployment, "--pool-namespace", namespace),
+            *("--pool-group", "inference.networking.k8s.io"),
+            *("--config-file", f"/config/{EPP_CONFIG_FILE}", "--zap-encoder", "json", "--v", "1"),
+            "--tracing=false",
+            # the metrics port is scraped from inside the namespace; no TokenReview RBAC needed
+            "--metrics-endpoint-auth=false",
+        ],
+        "ports": ports,
+        "env": [
+            {"name": "NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ],
+        "livenessProbe": {**probe, "initialDelaySeconds": 5, "periodSeconds": 10},
+        "readinessProbe": {**probe, "periodSeconds": 2},
+        "resources": {"requests": {"cpu": "4", "memory": "8Gi"}, "limits": {"memory": "16Gi"}},
+        "volumeMounts": [{"name": "config", "mountPath": "/config"}],
+    }
+    read = ["get", "watch", "list"]
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": read},
+                {"apiGroups": ["inference.networking.k8s.io"], "resources": ["inferencepools"], "verbs": read},
+                {
+                    "apiGroups": ["inference.networking.x-k8s.io"],
+                    "resources": ["inferenceobjectives", "inferencemodelrewrites"],
+                    "verbs": read,
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {EPP_CONFIG_FILE: epp_config()}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                # one replica (upstream's recommendation: the prefix-cache scorer's state is in memory);
+                # Recreate, so the old pod is gone before the new one starts. See docs/gateway.md, known limits
+                "replicas": 1,
+                "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": selector},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "serviceAccountName": name,
+                        "terminationGracePeriodSeconds": 130,
+                        "containers": [container],
+                        "volumes": [{"name": "config", "configMap": {"name": name}}],
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {
+                "selector": selector,
+                "ports": [
+                    {"name": "grpc-ext-proc", "protocol": "TCP", "port": EPP_PORT, "targetPort": "grpc"},
+                    {"name": "http-metrics", "protocol": "TCP", "port": EPP_METRICS_PORT, "targetPort": "metrics"},
+                ],
+                "type": "ClusterIP",
+            },
+        },
+    ]
