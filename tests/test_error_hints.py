@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.gateway_site import make_gateway_site
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 RECORDS = "python -m tests.docs.setups records req.jsonl 2026-11 2000"
@@ -333,3 +335,13 @@ def test_the_hint_names_a_command_that_resolves_the_situation(case: Case, tmp_pa
     resolved = sh(case.resolved, tmp_path)
     assert resolved.returncode == 0, (case.resolved, resolved.stdout)
     assert case.resolved_shows in resolved.stdout, resolved.stdout
+
+
+def test_two_sites_the_hint_names_the_option_that_picks_one(tmp_path: Path) -> None:
+    make_gateway_site(tmp_path / "site")  # the reference federation plus a second site, vienna
+    provoked = sh("fabric render -C site --out deploy", tmp_path)
+    assert provoked.returncode == 2, provoked.stdout
+    assert "pass --site ID (fabric render) or set the `site` config key (pulumi config set site ID)" in provoked.stdout
+    resolved = sh("fabric render -C site --out deploy --site brno", tmp_path)
+    assert resolved.returncode == 0, resolved.stdout
+    assert "rendered site brno" in resolved.stdout
