@@ -119,6 +119,16 @@ CASES = [
         resolved_shows="valid: fresh",
     ),
     Case(
+        "cordon: a folder that is no site repo",
+        "fabric nodes cordon dgx-b200-01 -C fresh --key site.enrollment.key",
+        2,
+        "create one with `fabric init DIR`",
+        "fabric validate -C fresh",
+        setup="mkdir fresh",
+        fills={"DIR": "fresh"},
+        resolved_shows="valid: fresh",
+    ),
+    Case(
         "init: the current folder",
         "cd fresh && fabric init .",
         2,
