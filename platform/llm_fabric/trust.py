@@ -270,11 +270,13 @@ def signature_fix_hint(root: Path, node: NodeManifest) -> str:
     fix is re-enrolling; a declared manifest is signed by an operator.
     """
     if node.provenance == "enrolled":
-        return (
-            f"re-enroll the machine: `fabric enroll HOST --site-repo {root} --owner {node.owner} "
-            f"--site {node.site} --name {node.name}`"
-        )
+        return f"re-enroll the machine: `{reenroll_command(root, node)}`"
     return f"have an operator sign it: `fabric nodes sign {node.name} --site-repo {root}`"
+
+
+def reenroll_command(root: Path, node: NodeManifest) -> str:
+    """`fabric enroll` for the machine behind NODE, under the same name, owner and site."""
+    return f"fabric enroll HOST --site-repo {root} --owner {node.owner} --site {node.site} --name {node.name}"
 
 
 def trusted_nodes(site: SiteRepo, keys: Keys | None = None) -> dict[str, NodeManifest]:

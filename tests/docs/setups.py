@@ -3,10 +3,14 @@
 facts OUT PROFILE SALT       a saved facts bundle of a test host profile (tests/fixtures/factsbundle.py)
 crds DIR                     a copy of the CRD snapshots of ../shared/crds beside the checkout
 crds-old DIR                 the same, with a Kueue ClusterQueue CRD that predates spec.cohortName
+records OUT MONTH COUNT      COUNT synthetic request records of MONTH for the site's deployments and tenants
+exports A B MONTH COUNT N    two overlapping gateway exports of COUNT records of MONTH: A the first half;
+                             B the last N records of A again, the second half, a bad record and a late 429
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -28,14 +32,34 @@ def crds(out: Path, *, without_cohort_name: bool = False) -> None:
         (out / KUEUE_CQ).write_text(yaml.safe_dump(crd))
 
 
-def records(out: Path, month: str, count: int, site_root: Path = Path("site")) -> None:
+def records(out: Path, month: str, count: int, site_root: Path = Path("site"), *, request_ids: bool = False) -> None:
     from llm_fabric.ledger.period import Month
     from llm_fabric.site.loader import load_site
     from tests.fixtures.ledger_synthetic import generate_records
 
     site = load_site(site_root)
     profiles = {n: (d.context.p50, d.context.p95) for n, d in site.deployments.items() if d.context}
-    generate_records(out, Month.parse(month), count, profiles, sorted(site.tenants))
+    generate_records(out, Month.parse(month), count, profiles, sorted(site.tenants), request_ids=request_ids)
+
+
+def exports(first: Path, second: Path, month: str, count: int, repeat: int) -> None:
+    whole = first.with_name(f".{first.name}.whole.jsonl")
+    records(whole, month, count, request_ids=True)
+    lines = whole.read_text().splitlines()
+    whole.unlink()
+    half = [line for line in lines if int(json.loads(line)["ts"][8:10]) <= 15]
+    rest = lines[len(half) :]
+    earliest = json.loads(rest[0])  # the late 429 arrives last but is dated at the start of the second half
+    bad = earliest | {"request_id": "bad-1", "prompt_tokens": -3}
+    late = earliest | {
+        "request_id": "late-429",
+        "status": "429",
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_prompt_tokens": 0,
+    }
+    first.write_text("\n".join(half) + "\n")
+    second.write_text("\n".join([*half[-repeat:], *rest, json.dumps(bad), json.dumps(late)]) + "\n")
 
 
 def main(argv: list[str]) -> None:
@@ -48,6 +72,8 @@ def main(argv: list[str]) -> None:
         crds(Path(args[0]), without_cohort_name=True)
     elif step == "records":
         records(Path(args[0]), args[1], int(args[2]))
+    elif step == "exports":
+        exports(Path(args[0]), Path(args[1]), args[2], int(args[3]), int(args[4]))
     else:
         raise SystemExit(f"unknown set-up step {step!r}")
 

@@ -160,3 +160,26 @@ def test_exporter_metrics_pass_promtool(site_repo: Path, tmp_path: Path, capsys:
     assert 'fabric_ledger_month_to_date{currency="USD",ledger="operations_ledger"}' in text
     lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint.stdout + lint.stderr
+
+
+def test_verify_takes_the_site_repo_as_every_command_does(
+    site_repo: Path, october: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert _report(site_repo, october, out, site_repo.parent / "site.enrollment.key") == 0
+    capsys.readouterr()
+    assert main(["report", "verify", str(out), "-C", str(site_repo)]) == 0
+    assert "a trusted key (from" in capsys.readouterr().out
+    monkeypatch.setenv("FABRIC_SITE_REPO", str(site_repo))
+    assert main(["report", "verify", str(out)]) == 0
+    assert "a trusted key (from" in capsys.readouterr().out
+    monkeypatch.delenv("FABRIC_SITE_REPO")
+    # without one, the current folder is not taken for the site repo: integrity only, as the output says
+    monkeypatch.chdir(site_repo)
+    assert main(["report", "verify", str(out)]) == 0
+    assert "NOT checked against a trusted key" in capsys.readouterr().out
+    # a stranger's key is refused against the repo's keys, named either way
+    stranger, _ = _keys(tmp_path)
+    assert _report(site_repo, october, out, stranger) == 0
+    assert main(["report", "verify", str(out), "--site-repo", str(site_repo)]) == 3
+    assert main(["report", "verify", str(out), "-C", str(site_repo)]) == 3

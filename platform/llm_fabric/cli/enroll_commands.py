@@ -401,7 +401,7 @@ def nodes_show_command(name: str, site_repo: Path) -> None:
 
     status = next((s for s in verify_nodes(site_repo) if s.name == name), None)
     if status is None:
-        raise UsageError(f"no node `{name}` in {site_repo / 'nodes'}", hint="see `fabric nodes list`")
+        raise UsageError(f"no node `{name}` in {site_repo / 'nodes'}", hint=f"see `fabric nodes list -C {site_repo}`")
     click.echo(node_path(site_repo, name).read_text() if status.manifest is None else manifest_text(status.manifest))
     console.print("signature: " + ("[green]valid[/]" if status.problem is None else f"[red]{status.problem}[/]"))
 
@@ -429,7 +429,7 @@ def nodes_verify_command(site_repo: Path) -> int:
                 )
                 for s in bad
             ],
-            hint="a manifest that does not load: fix what `fabric validate` reports first"
+            hint=f"a manifest that does not load: fix what `fabric validate -C {site_repo}` reports first"
             if any(s.manifest is None for s in bad)
             else None,
         )

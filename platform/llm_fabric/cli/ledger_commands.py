@@ -185,36 +185,36 @@ def report_command(
 
 @report_command.command("verify")
 @click.argument("out", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--site-repo",
-    "trust_repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="Trust the federation's public keys in DIR/keys/: the report must be signed by one of them.",
+@site_repo_option(
+    optional_help="Trust the federation's public keys in DIR/keys/: the report must be signed by one of them."
 )
 @click.option("--public-key", type=_files, help="Trust this Ed25519 public key (PEM): the report must be signed by it.")
 @click.option("--require-signature", is_flag=True, help="Refuse an unsigned manifest.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify_command(
-    out: Path, trust_repo: Path | None, public_key: Path | None, require_signature: bool, as_json: bool
+    out: Path, site_repo: Path | None, public_key: Path | None, require_signature: bool, as_json: bool
 ) -> None:
     """Check a report folder against its manifest and its signer: exit 0 if intact, 3 on any mismatch.
 
-    With --site-repo or --public-key the signer must be a trusted key (authenticity). With neither,
-    only integrity is checked: the signature is checked against the key inside the manifest, which
-    whoever edits the files can replace too; the output says so.
+    With -C/--site-repo (or $FABRIC_SITE_REPO) or --public-key the signer must be a trusted key
+    (authenticity). With neither, only integrity is checked: the signature is checked against the key
+    inside the manifest, which whoever edits the files can replace too; the output says so.
 
     \b
     Examples:
-      fabric report verify report-2026-11 --site-repo ./site
+      fabric report verify report-2026-11 -C ./site
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
     from llm_fabric.ledger.manifest import verify
     from llm_fabric.ledger.report_keys import trusted_keys
 
-    trusted, trusted_from = trusted_keys(trust_repo, public_key)
+    trusted, trusted_from = trusted_keys(site_repo, public_key)
     result = verify(out, trusted)
     if require_signature and not result.signed:
-        raise PolicyRefusal(f"report {out} is intact but not signed", hint="re-run `fabric report` with a signing key")
+        raise PolicyRefusal(
+            f"report {out} is intact but not signed",
+            hint="re-run `fabric report` with `--sign-key FILE`, the federation's private key",
+        )
     integrity_only = (
         "integrity only: no trusted key given (--site-repo DIR or --public-key FILE), so the signer "
         "is not checked; anyone who edits the files can re-sign them with a key of their own"

@@ -21,9 +21,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 SITE_REPO_ENV = "FABRIC_SITE_REPO"
 
 
-def site_repo_option(*, positional: bool = False, absolute: bool = False) -> Callable[[F], F]:
+def site_repo_option(
+    *, positional: bool = False, absolute: bool = False, optional_help: str | None = None
+) -> Callable[[F], F]:
     """Add `-C/--site-repo DIR` (and, with `positional`, the deprecated `[DIRECTORY]`); the command
-    function receives `site_repo: Path` (made absolute with `absolute`, for code that runs git inside it)."""
+    function receives `site_repo: Path` (made absolute with `absolute`, for code that runs git inside it).
+
+    With `optional_help` the repo is optional: without -C or $FABRIC_SITE_REPO the command receives None
+    (not the current folder) and the option's help is that text."""
 
     def decorate(f: F) -> F:
         @functools.wraps(f)
@@ -32,6 +37,9 @@ def site_repo_option(*, positional: bool = False, absolute: bool = False) -> Cal
             flag: Path | None = kwargs.pop("site_repo")
             if legacy is not None and _from_environment("site_repo"):
                 flag = None  # a folder named on the command line beats $FABRIC_SITE_REPO
+            if optional_help is not None and flag is None:
+                kwargs["site_repo"] = None
+                return f(*args, **kwargs)
             chosen = resolve_site_repo(flag, legacy)
             kwargs["site_repo"] = chosen.resolve() if absolute else chosen
             return f(*args, **kwargs)
@@ -45,7 +53,7 @@ def site_repo_option(*, positional: bool = False, absolute: bool = False) -> Cal
             envvar=SITE_REPO_ENV,
             show_envvar=True,
             metavar="DIR",
-            help="The site repo (default: the current folder).",
+            help=optional_help or "The site repo (default: the current folder).",
         )(wrapper)
         if positional:
             decorated = click.argument(

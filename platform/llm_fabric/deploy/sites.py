@@ -16,7 +16,7 @@ def resolve_site(site: SiteRepo, wanted: str | None) -> str:
             return known[0]
         raise UsageError(
             f"the site repo has {len(known)} sites ({', '.join(known)}); say which cluster to deploy",
-            hint=f"pass --site {known[0]} (or another of them), or in a Pulumi stack: pulumi config set site {known[0]}",
+            hint=f"pass --site {known[0]} (or another of them); in a Pulumi stack: pulumi config set site {known[0]}",
         )
     if wanted not in site.config.sites:
         guess = suggest(wanted, known)

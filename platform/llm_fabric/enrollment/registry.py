@@ -194,7 +194,7 @@ def verified_manifest(root: Path, name: str, action: str) -> tuple[Path, NodeMan
     current = load_model(path, NodeManifest)
     problem = verify_manifest(current, load_public_keys(root))
     if problem is not None:
-        raise PolicyRefusal(f"refused to {action} `{name}`: {problem}", hint="run `fabric nodes verify`")
+        raise PolicyRefusal(f"refused to {action} `{name}`: {problem}", hint=f"run `fabric nodes verify -C {root}`")
     return path, current
 
 

@@ -33,9 +33,9 @@ from llm_fabric.gateway.settings import (
 from llm_fabric.plan.document import Plan, ReplicaPlacement
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
-from llm_fabric.signing import load_public_keys, verify_manifest
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
+from llm_fabric.trust import trusted_nodes
 
 HOOKS_MODULE = "llm_fabric.gateway.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
@@ -147,20 +147,22 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
 
 
 def check_trusted_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
-    """Route only to replicas on nodes the site repo holds, signed by a key in keys/ (PolicyRefusal otherwise)."""
-    keys = load_public_keys(site.root)
-    problems = []
-    for node in sorted({r.node for r in replicas}):
-        manifest = site.nodes.get(node)
-        why = "the site repo has no such node" if manifest is None else verify_manifest(manifest, keys)
-        if why is not None:
-            problems.append(Problem(f"node `{node}`: {why}", file=site.path_of("nodes", node)))
+    """Route only to replicas on nodes the site repo holds, all of them trusted (PolicyRefusal otherwise).
+
+    Trust is judged by `trust.trusted_nodes`, the one gate that plan, render and provision pass too.
+    """
+    trusted = trusted_nodes(site)
+    problems = [
+        Problem(
+            f"replica {r.deployment}/{r.index} is placed on node `{r.node}`, which the site repo does not have",
+            hint=f"the plan is older than the site repo: re-plan (`fabric plan -C {site.root} -o FILE`)",
+        )
+        for r in replicas
+        if r.node not in trusted
+    ]
     if problems:
         raise PolicyRefusal(
-            f"the gateway would route to {len(problems)} node(s) nobody with the enrollment key vouched for",
-            problems=problems,
-            hint="`fabric nodes verify` names the fix for each (re-enroll an enrolled node, sign a declared one), "
-            "then re-plan",
+            f"the gateway would route to {len(problems)} replica(s) on unknown nodes", problems=problems
         )
 
 
@@ -285,7 +287,7 @@ def build_gateway(
             groups=allow,
         )
         if not tenant.keys:
-            notes.append(f"tenant `{tname}` has no key: `fabric tenants key issue {tname}`")
+            notes.append(f"tenant `{tname}` has no key: `fabric tenants key issue {tname} -C {site.root}`")
 
     settings = HookSettings(
         federation=site.config.federation.name,

@@ -70,7 +70,9 @@ def issue_key(root: Path, tenant: str, *, now: datetime | None = None) -> Issued
     with _edit_lock(root):
         tree = read_yaml(path).tree
         if not isinstance(tree, CommentedMap):
-            raise UsageError(f"{path}: not a tenant mapping", hint="fix the file (`fabric validate`)")
+            raise UsageError(
+                f"{path}: not a tenant mapping", hint=f"fix the file (`fabric validate -C {root}` names the problem)"
+            )
         keys = tree.get("keys")
         if keys is None:
             keys = tree["keys"] = CommentedSeq()
@@ -87,7 +89,9 @@ def _edit_lock(root: Path) -> AbstractContextManager[None]:
 
 def revoke_keys(root: Path, tenant: str, key_ids: list[str], *, all_keys: bool = False) -> RevokedKeys:
     if not key_ids and not all_keys:
-        raise UsageError("say which key to revoke", hint="give KEY_ID (see `fabric tenants key list`) or --all")
+        raise UsageError(
+            "say which key to revoke", hint=f"give KEY_ID (see `fabric tenants key list {tenant} -C {root}`) or --all"
+        )
     path = _tenant_path(root, tenant)
     with _edit_lock(root):
         tree = read_yaml(path).tree

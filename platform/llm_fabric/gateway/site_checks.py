@@ -38,7 +38,7 @@ def check_key_hashes(site: SiteRepo) -> list[Finding]:
             first = owner.setdefault(key.sha256, tenant_name)
             if first != tenant_name:
                 message = f"key {key.id} is also a key of tenant `{first}`"
-                hint = f"revoke it from one of them: `fabric tenants key revoke {tenant_name} {key.id}`"
+                hint = f"revoke it from one of them: `fabric tenants key revoke {tenant_name} {key.id} -C {site.root}`"
                 path = site.path_of("tenants", tenant_name)
                 findings.append(Finding("config", site.problem(path, ("keys", index, "sha256"), message, hint)))
     return findings

@@ -147,7 +147,7 @@ def _check_signature(out: Path, manifest: dict[str, Any], trusted: Mapping[str, 
         if trusted is not None:
             raise PolicyRefusal(
                 f"{where} is not signed, but trusted keys were given",
-                hint="re-run `fabric report` with the federation key",
+                hint="re-run `fabric report` with `--sign-key FILE`, the federation's private key",
             )
         return None
     if not isinstance(sig, dict) or set(sig) - {*_SIGNED_META, "value"}:

@@ -295,7 +295,8 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
         where = f" (no ledger store at {inputs.store})" if inputs.store is not None else ""
         raise UsageError(
             f"no usage data given{where}",
-            hint="ingest records (fabric ledger ingest FILE), or pass --requests FILE and/or --prometheus URL",
+            hint=f"ingest records (`fabric ledger ingest -C {site.root} FILE`), "
+            "or pass --requests FILE and/or --prometheus URL",
         )
     if inputs.month is None:
         raise UsageError("no month given", hint="pass --month YYYY-MM")

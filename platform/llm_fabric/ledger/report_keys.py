@@ -35,7 +35,8 @@ def trusted_keys(site_repo: Path | None, public_key: Path | None) -> tuple[dict[
         if not keys:
             raise UsageError(
                 f"{site_repo / 'keys'} holds no Ed25519 public key (*.pub)",
-                hint="run `fabric keys init --site-repo DIR`, or give --public-key FILE",
+                hint="give the site repo whose keys/ holds the federation's keys (-C DIR), "
+                "or the signer's key with --public-key FILE",
             )
         sources.append(f"{site_repo / 'keys'}")
     if public_key is not None:

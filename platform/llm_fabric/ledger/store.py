@@ -158,7 +158,10 @@ class LedgerStore:
         temp_dir: Path | None = None,
     ) -> None:
         if read_only and path is not None and not path.is_file():
-            raise UsageError(f"no ledger store at {path}", hint="ingest records first: fabric ledger ingest FILE")
+            raise UsageError(
+                f"no ledger store at {path}",
+                hint="ingest records first: `fabric ledger ingest -C DIR FILE` (with the same --store, if given)",
+            )
         if path is not None and not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path

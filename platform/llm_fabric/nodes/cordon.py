@@ -19,6 +19,7 @@ from llm_fabric.errors import UsageError
 from llm_fabric.nodes.retire import resigned_text
 from llm_fabric.signing import sign_manifest
 from llm_fabric.site import gitrepo
+from llm_fabric.trust import reenroll_command
 
 Status = Literal["active", "cordoned"]
 
@@ -32,7 +33,7 @@ def set_schedulable(root: Path, name: str, private: Ed25519PrivateKey, status: S
         if current.status == "retired":
             raise UsageError(
                 f"`{name}` is retired; a retired node is not cordoned or uncordoned",
-                hint="re-enroll the machine (`fabric enroll`) to bring it back",
+                hint=f"re-enroll the machine to bring it back: `{reenroll_command(root, current)}`",
             )
         if current.status == status:
             return Registration(path, None, current, [])

@@ -139,7 +139,9 @@ def retire_key(root: Path, retired_id: str) -> KeyRetirement:
                 f"no key {retired_id} in {root / KEYS_DIR}", hint=f"keys: {', '.join(sorted(files)) or 'none'}"
             )
         if len(files) == 1:
-            raise UsageError(f"{retired_id} is the federation's only key", hint="rotate it first: `fabric keys rotate`")
+            raise UsageError(
+                f"{retired_id} is the federation's only key", hint=f"rotate it first: `fabric keys rotate -C {root}`"
+            )
         still = sorted(
             p.stem
             for p in (root / NODES).glob("*.yaml")

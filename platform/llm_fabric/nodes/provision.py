@@ -27,9 +27,10 @@ Mode = Literal["full", "files"]
 def find_node(site: SiteRepo, name: str) -> NodeManifest:
     if name not in site.nodes:
         guess = suggest(name, sorted(site.nodes))
+        enroll = f"fabric enroll HOST --site-repo {site.root} --owner GROUP --site SITE --name {name}"
         raise UsageError(
             f"node `{name}` is not enrolled in {site.root}",
-            hint=f"did you mean `{guess}`?" if guess else "enroll it first: fabric enroll HOST",
+            hint=f"did you mean `{guess}`?" if guess else f"enroll it first: `{enroll}`",
         )
     node = site.nodes[name]
     problems = L.taint_problems(node, None)

@@ -250,7 +250,7 @@ class Plan(FabricModel):
         raise PolicyRefusal(
             f"the plan for `{self.federation}` is incomplete ({len(problems)} problems)",
             problems=problems,
-            hint="run `fabric plan` to see the placement and the reasons",
+            hint="run `fabric plan -C DIR` to see the placement and the reasons",
         )
 
 
