@@ -65,7 +65,7 @@ CASES = [
         hinted_exit=2,
         hinted_shows="dgx-b200-01.yaml:48: invalid YAML",
         then="git -C site checkout -q nodes/dgx-b200-01.yaml",
-        resolved_shows="all 3 node signatures are valid",
+        resolved_shows="all 4 node signatures are valid",
     ),
     Case(
         "cordon: a manifest changed after it was signed",
@@ -106,8 +106,8 @@ CASES = [
         "rotate it first: `fabric keys rotate -C {site}`",
         "fabric keys retire enrollment.pub -C site && fabric nodes verify -C site",
         fills={},
-        hinted_shows="3 node(s) re-signed",
-        resolved_shows="all 3 node signatures are valid",
+        hinted_shows="4 node(s) re-signed",
+        resolved_shows="all 4 node signatures are valid",
     ),
     Case(
         "validate: no site repo there",
@@ -191,10 +191,10 @@ CASES = [
     ),
     Case(
         "render: the plan is incomplete",
-        "fabric render -C site --out deploy",
+        "fabric render -C site --site brno --out deploy",
         3,
         "run `fabric plan -C DIR` to see the placement and the reasons",
-        "fabric render -C site --out deploy",
+        "fabric render -C site --site brno --out deploy",
         setup="fabric nodes cordon dgx-b200-01 -C site",
         fills={"DIR": "site"},
         hinted_exit=3,
@@ -204,10 +204,10 @@ CASES = [
     ),
     Case(
         "render --plan: not a plan document",
-        "fabric render -C site --plan old.json --out deploy",
+        "fabric render -C site --site brno --plan old.json --out deploy",
         2,
         "write it again with `fabric plan -o FILE` of this fabric version",
-        "fabric render -C site --plan old.json --out deploy",
+        "fabric render -C site --site brno --plan old.json --out deploy",
         setup="echo '{\"replicas\": []}' > old.json",
         fills={"-o": "-C site -o", "FILE": "old.json"},
         resolved_shows="rendered site brno",
@@ -351,7 +351,7 @@ def test_two_sites_the_hint_names_the_option_that_picks_one(tmp_path: Path) -> N
     make_gateway_site(tmp_path / "site")  # the reference federation plus a second site, vienna
     provoked = sh("fabric render -C site --out deploy", tmp_path)
     assert provoked.returncode == 2, provoked.stdout
-    assert "pass --site ID (fabric render) or set the `site` config key (pulumi config set site ID)" in provoked.stdout
+    assert "pass --site brno (or another of them); in a Pulumi stack: pulumi config set site brno" in provoked.stdout
     resolved = sh("fabric render -C site --out deploy --site brno", tmp_path)
     assert resolved.returncode == 0, resolved.stdout
     assert "rendered site brno" in resolved.stdout
