@@ -48,16 +48,24 @@ def test_render_reads_what_plan_wrote(site_repo: Path, plan_file: Path, tmp_path
         main(["render", "--site", "brno", "-C", str(site_repo), "--plan", str(plan_file), "--out", str(out), "--check"])
         == 0
     )
-    replicas = load_plan(plan_file).replicas
-    workloads = sorted(p.name for p in (out / "brno" / "serving").glob("deployment-*.yaml"))
-    assert len(workloads) == len([r for r in replicas if r.site == "brno"]) > 0
+    replicas = [r for r in load_plan(plan_file).replicas if r.site == "brno"]
+    workloads = {p.name for p in (out / "brno" / "serving").glob("deployment-*.yaml")}
+    # one Deployment per replica the plan puts at brno, beside the tenant gateway that brno runs
+    assert workloads - {"deployment-fabric-gateway.yaml"} == {
+        f"deployment-{r.deployment}-{r.index}.yaml" for r in replicas
+    }
+    assert replicas
 
 
 def test_pulumi_plan_file_reads_what_plan_wrote(site_repo: Path, plan_file: Path) -> None:
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="llm-fabric-serving", stack="brno", preview=False)
     pulumi.runtime.set_all_config(
-        {"llm-fabric-serving:siteRepo": str(site_repo), "llm-fabric-serving:planFile": str(plan_file)}
+        {
+            "llm-fabric-serving:siteRepo": str(site_repo),
+            "llm-fabric-serving:planFile": str(plan_file),
+            "llm-fabric-serving:site": "brno",
+        }
     )
 
     @pulumi.runtime.test
@@ -69,7 +77,11 @@ def test_pulumi_plan_file_reads_what_plan_wrote(site_repo: Path, plan_file: Path
         program()
     finally:
         pulumi.runtime.set_all_config({})
-    deployments = [name for typ, name, _ in mocks.resources if typ == "kubernetes:apps/v1:Deployment"]
+    deployments = [
+        name
+        for typ, name, _ in mocks.resources
+        if typ == "kubernetes:apps/v1:Deployment" and "fabric-gateway" not in name
+    ]
     assert len(deployments) == len([r for r in load_plan(plan_file).replicas if r.site == "brno"])
 
 
