@@ -10,7 +10,9 @@ the shared machine's load hits both alike; peak RSS from wait4):
 and, for the largest size's Parquet store (the last ingest's, kept):
 - report: `fabric report --month 2026-11 --store STORE --out DIR` as a whole command (interpreter start,
   site repo, rollups, rendering, signing) and its peak RSS.
-Prints the median seconds of --runs, records/s, the ingest's speed as a fraction of the copy's, RSS.
+Prints the median wall seconds of --runs, records/s, the ingest's speed as a fraction of the copy's, the
+median CPU seconds (all threads; steadier than wall time when other work shares the CPUs) and their
+ratio, and peak RSS.
 
     PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes 1000000 10000000 --runs 3
     PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes 50000000 --runs 2 --report-runs 5
@@ -39,27 +41,27 @@ READERS = {"parquet": "read_parquet('{path}')", "jsonl": "read_json('{path}', fo
 
 
 def worker(kind: str, path: Path, store: Path) -> None:
-    """One timed run; prints its seconds (imports before the clock)."""
+    """One timed run; prints its wall and CPU seconds (all threads; imports before the clock)."""
     if kind == "copy":
         import duckdb
 
         con = duckdb.connect(":memory:")
         out = store.with_suffix(".copy.parquet")
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         con.execute(f"COPY (SELECT * FROM {READERS[path.suffix[1:]].format(path=path)}) TO '{out}' (FORMAT parquet)")
-        print(f"{time.perf_counter() - began:.6f}")
+        print(f"{time.perf_counter() - began:.6f} {time.process_time() - cpu:.6f}")
         out.unlink()
         return
     from llm_fabric.ledger.store import LedgerStore
 
     for old in (store, store.with_name(store.name + ".wal")):
         old.unlink(missing_ok=True)
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     with LedgerStore(store) as ledger:
         result = ledger.ingest([path])
-    seconds = time.perf_counter() - began
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     assert result.added > 0 and result.bad == 0, result
-    print(f"{seconds:.6f}")
+    print(f"{seconds:.6f} {cpu:.6f}")
 
 
 def _timed(argv: list[str], out: Path) -> tuple[float, float]:
@@ -77,11 +79,12 @@ def _timed(argv: list[str], out: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
-def run_measure(kind: str, path: Path, store: Path) -> tuple[float, float]:
-    """(seconds as the worker timed them, peak RSS MB) of one run."""
+def run_measure(kind: str, path: Path, store: Path) -> tuple[float, float, float]:
+    """(wall seconds and CPU seconds as the worker measured them, peak RSS MB) of one run."""
     out = store.with_suffix(f".{kind}.out")
     _wall, rss = _timed([sys.executable, __file__, "--worker", kind, str(path), str(store)], out)
-    return float(out.read_text()), rss
+    wall, cpu = (float(x) for x in out.read_text().split())
+    return wall, cpu, rss
 
 
 def report_runs(store: Path, site: Path, out: Path, runs: int) -> list[tuple[float, float]]:
@@ -108,8 +111,11 @@ def main() -> None:
     from llm_fabric.ledger.period import Month
 
     args.dir.mkdir(parents=True, exist_ok=True)
-    print("| records | format | copy s | ingest s | ingest rec/s | ingest / copy speed | RSS MB copy / ingest |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print(
+        "| records | format | copy s | ingest s | ingest rec/s | ingest / copy speed | CPU s copy / ingest "
+        "| CPU ratio | RSS MB copy / ingest |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     store = args.dir / "bench.ledger.duckdb"
     for n in args.sizes:
         for fmt in args.formats:
@@ -118,17 +124,25 @@ def main() -> None:
                 began = time.perf_counter()
                 generate_records(path, Month.parse(MONTH), n, PROFILES, TENANTS, request_ids=True)
                 print(f"(generated {path} in {time.perf_counter() - began:.1f} s)", file=sys.stderr)
-            runs: dict[str, list[tuple[float, float]]] = {"copy": [], "ingest": []}
+            runs: dict[str, list[tuple[float, float, float]]] = {"copy": [], "ingest": []}
+            loads = []
             for _ in range(args.runs):  # taking turns
+                loads.append(os.getloadavg()[0])
                 for kind in runs:
                     runs[kind].append(run_measure(kind, path, store))
             each = "; ".join(f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items())
-            print(f"({n:,} {fmt}, each run's seconds: {each})", file=sys.stderr, flush=True)
+            print(
+                f"({n:,} {fmt}, each run's seconds: {each}; load average {min(loads):.1f}-{max(loads):.1f})",
+                file=sys.stderr,
+                flush=True,
+            )
             sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
-            rss = {k: max(r[1] for r in v) for k, v in runs.items()}
+            cpu = {k: statistics.median(r[1] for r in v) for k, v in runs.items()}
+            rss = {k: max(r[2] for r in v) for k, v in runs.items()}
             print(
                 f"| {n:,} | {fmt} | {sec['copy']:.2f} | {sec['ingest']:.2f} | {n / sec['ingest']:,.0f} "
-                f"| {sec['copy'] / sec['ingest']:.2f} | {rss['copy']:.0f} / {rss['ingest']:.0f} |",
+                f"| {sec['copy'] / sec['ingest']:.2f} | {cpu['copy']:.2f} / {cpu['ingest']:.2f} "
+                f"| {cpu['copy'] / cpu['ingest']:.2f} | {rss['copy']:.0f} / {rss['ingest']:.0f} |",
                 flush=True,
             )
             if fmt == "parquet" and n == max(args.sizes) and args.report_runs:

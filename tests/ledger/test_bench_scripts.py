@@ -21,7 +21,8 @@ def test_ledger_benchmark_runs(tmp_path: Path) -> None:
     for fmt in ("parquet", "jsonl"):
         row = next(line for line in done.stdout.splitlines() if line.startswith(f"| 20,000 | {fmt} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert len(cells) == 7 and float(cells[2]) > 0 and float(cells[3]) > 0
+        assert len(cells) == 9 and float(cells[2]) > 0 and float(cells[3]) > 0
+        assert all(float(cpu) > 0 for cpu in cells[6].split(" / ")) and float(cells[7]) > 0
     assert re.search(
         r"fabric report --month 2026-11` from the rollups of 20,000 records: median \d+\.\d\d s", done.stdout
     )
