@@ -221,8 +221,9 @@ class LedgerStore:
 
         Each file is read once, straight into `records` (tagged with this ingest, its file and line);
         what must not stay is then taken out again in the same transaction: bad records (moved to
-        `rejects`), repeats within the ingest, records already stored. Those checks are one pass over
-        the new rows; the removals cost only when there is something to remove. The rollups are then
+        `rejects`), repeats within the ingest, records already stored. Those checks read the new rows
+        (stored records only on days that had some); the removals cost only when there is something to
+        remove. The rollups are then
         computed from the remaining new rows alone (llm_fabric.ledger.rollups.add), never from the
         records stored before.
         """
