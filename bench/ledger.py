@@ -7,13 +7,18 @@ the shared machine's load hits both alike; peak RSS from wait4):
 - copy: DuckDB reading the same file and writing the same records itself,
   `COPY (SELECT * FROM read_parquet/read_json(FILE)) TO 'out.parquet'` (the baseline);
 - ingest: `LedgerStore(new store).ingest([FILE])` (read, check, store, rollups, commit);
+with --daily N, the steady state of a store: the last day of an N-record month (Parquet) ingested
+into a store that holds the rest of the month (a fresh copy each run), next to the copy of that day;
 and, for the largest size's Parquet store (the last ingest's, kept):
 - report: `fabric report --month 2026-11 --store STORE --out DIR` as a whole command (interpreter start,
   site repo, rollups, rendering, signing) and its peak RSS.
-Prints the median seconds of --runs, records/s, the ingest's speed as a fraction of the copy's, RSS.
+Prints the median wall seconds of --runs, records/s, the ingest's speed as a fraction of the copy's, the
+median CPU seconds (all threads; steadier than wall time when other work shares the CPUs) and their
+ratio, and peak RSS.
 
     PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes 1000000 10000000 --runs 3
     PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes 50000000 --runs 2 --report-runs 5
+    PYTHONPATH=platform:. .venv/bin/python bench/ledger.py --sizes --daily 10000000 --runs 3
 """
 
 from __future__ import annotations
@@ -39,27 +44,28 @@ READERS = {"parquet": "read_parquet('{path}')", "jsonl": "read_json('{path}', fo
 
 
 def worker(kind: str, path: Path, store: Path) -> None:
-    """One timed run; prints its seconds (imports before the clock)."""
+    """One timed run; prints its wall and CPU seconds (all threads; imports before the clock)."""
     if kind == "copy":
         import duckdb
 
         con = duckdb.connect(":memory:")
         out = store.with_suffix(".copy.parquet")
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         con.execute(f"COPY (SELECT * FROM {READERS[path.suffix[1:]].format(path=path)}) TO '{out}' (FORMAT parquet)")
-        print(f"{time.perf_counter() - began:.6f}")
+        print(f"{time.perf_counter() - began:.6f} {time.process_time() - cpu:.6f}")
         out.unlink()
         return
     from llm_fabric.ledger.store import LedgerStore
 
-    for old in (store, store.with_name(store.name + ".wal")):
-        old.unlink(missing_ok=True)
-    began = time.perf_counter()
+    if kind == "ingest":  # "daily": into the store as the parent left it
+        for old in (store, store.with_name(store.name + ".wal")):
+            old.unlink(missing_ok=True)
+    began, cpu = time.perf_counter(), time.process_time()
     with LedgerStore(store) as ledger:
         result = ledger.ingest([path])
-    seconds = time.perf_counter() - began
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     assert result.added > 0 and result.bad == 0, result
-    print(f"{seconds:.6f}")
+    print(f"{seconds:.6f} {cpu:.6f}")
 
 
 def _timed(argv: list[str], out: Path) -> tuple[float, float]:
@@ -77,11 +83,12 @@ def _timed(argv: list[str], out: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
-def run_measure(kind: str, path: Path, store: Path) -> tuple[float, float]:
-    """(seconds as the worker timed them, peak RSS MB) of one run."""
+def run_measure(kind: str, path: Path, store: Path) -> tuple[float, float, float]:
+    """(wall seconds and CPU seconds as the worker measured them, peak RSS MB) of one run."""
     out = store.with_suffix(f".{kind}.out")
     _wall, rss = _timed([sys.executable, __file__, "--worker", kind, str(path), str(store)], out)
-    return float(out.read_text()), rss
+    wall, cpu = (float(x) for x in out.read_text().split())
+    return wall, cpu, rss
 
 
 def report_runs(store: Path, site: Path, out: Path, runs: int) -> list[tuple[float, float]]:
@@ -92,7 +99,8 @@ def report_runs(store: Path, site: Path, out: Path, runs: int) -> list[tuple[flo
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[1_000_000, 10_000_000])
+    parser.add_argument("--daily", type=int, metavar="N", help="also the last day of an N-record month")
     parser.add_argument("--formats", nargs="+", default=["parquet", "jsonl"], choices=list(READERS))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--report-runs", type=int, default=5)
@@ -108,29 +116,25 @@ def main() -> None:
     from llm_fabric.ledger.period import Month
 
     args.dir.mkdir(parents=True, exist_ok=True)
-    print("| records | format | copy s | ingest s | ingest rec/s | ingest / copy speed | RSS MB copy / ingest |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print(
+        "| records | format | copy s | ingest s | ingest rec/s | ingest / copy speed | CPU s copy / ingest "
+        "| CPU ratio | RSS MB copy / ingest |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     store = args.dir / "bench.ledger.duckdb"
+
+    def generated(n: int, fmt: str) -> Path:
+        path = args.dir / f"ledger-{n}.{fmt}"
+        if not path.exists():
+            began = time.perf_counter()
+            generate_records(path, Month.parse(MONTH), n, PROFILES, TENANTS, request_ids=True)
+            print(f"(generated {path} in {time.perf_counter() - began:.1f} s)", file=sys.stderr)
+        return path
+
     for n in args.sizes:
         for fmt in args.formats:
-            path = args.dir / f"ledger-{n}.{fmt}"
-            if not path.exists():
-                began = time.perf_counter()
-                generate_records(path, Month.parse(MONTH), n, PROFILES, TENANTS, request_ids=True)
-                print(f"(generated {path} in {time.perf_counter() - began:.1f} s)", file=sys.stderr)
-            runs: dict[str, list[tuple[float, float]]] = {"copy": [], "ingest": []}
-            for _ in range(args.runs):  # taking turns
-                for kind in runs:
-                    runs[kind].append(run_measure(kind, path, store))
-            each = "; ".join(f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items())
-            print(f"({n:,} {fmt}, each run's seconds: {each})", file=sys.stderr, flush=True)
-            sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
-            rss = {k: max(r[1] for r in v) for k, v in runs.items()}
-            print(
-                f"| {n:,} | {fmt} | {sec['copy']:.2f} | {sec['ingest']:.2f} | {n / sec['ingest']:,.0f} "
-                f"| {sec['copy'] / sec['ingest']:.2f} | {rss['copy']:.0f} / {rss['ingest']:.0f} |",
-                flush=True,
-            )
+            path = generated(n, fmt)
+            _measure(f"{n:,}", fmt, n, path, store, args.runs)
             if fmt == "parquet" and n == max(args.sizes) and args.report_runs:
                 kept = args.dir / f"month-{n}.ledger.duckdb"
                 shutil.copyfile(store, kept)
@@ -145,8 +149,59 @@ def main() -> None:
                     f"peak RSS {max(r for _, r in reports):.0f} MB\n",
                     flush=True,
                 )
+    if args.daily:
+        _daily(generated(args.daily, "parquet"), args.daily, store, args.runs)
     for leftover in (store, store.with_name(store.name + ".wal")):
         leftover.unlink(missing_ok=True)
+
+
+def _measure(label: str, fmt: str, n: int, path: Path, store: Path, count: int, before: Path | None = None) -> None:
+    """Copy and ingest of `path` (n records) taking turns, `count` times; prints the table row. With `before`,
+    each ingest goes into a fresh copy of that store."""
+    runs: dict[str, list[tuple[float, float, float]]] = {"copy": [], "ingest": []}
+    loads = []
+    for _ in range(count):  # taking turns
+        loads.append(os.getloadavg()[0])
+        runs["copy"].append(run_measure("copy", path, store))
+        if before is not None:
+            store.with_name(store.name + ".wal").unlink(missing_ok=True)
+            shutil.copyfile(before, store)
+        runs["ingest"].append(run_measure("ingest" if before is None else "daily", path, store))
+    each = "; ".join(f"{k} " + " ".join(f"{r[0]:.2f}" for r in v) for k, v in runs.items())
+    print(
+        f"({label} {fmt}, each run's seconds: {each}; load average {min(loads):.1f}-{max(loads):.1f})",
+        file=sys.stderr,
+        flush=True,
+    )
+    sec = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(r[1] for r in v) for k, v in runs.items()}
+    rss = {k: max(r[2] for r in v) for k, v in runs.items()}
+    print(
+        f"| {label} | {fmt} | {sec['copy']:.2f} | {sec['ingest']:.2f} | {n / sec['ingest']:,.0f} "
+        f"| {sec['copy'] / sec['ingest']:.2f} | {cpu['copy']:.2f} / {cpu['ingest']:.2f} "
+        f"| {cpu['copy'] / cpu['ingest']:.2f} | {rss['copy']:.0f} / {rss['ingest']:.0f} |",
+        flush=True,
+    )
+
+
+def _daily(month: Path, n: int, store: Path, count: int) -> None:
+    """The last day of the n-record month (Parquet) into a store holding its other days."""
+    import duckdb
+
+    folder = month.parent
+    base, day = folder / f"ledger-{n}-but-last-day.parquet", folder / f"ledger-{n}-last-day.parquet"
+    if not day.exists():
+        con = duckdb.connect(":memory:")
+        con.execute("SET TimeZone = 'UTC'")
+        last = con.execute(f"SELECT CAST(max(ts) AS DATE) FROM read_parquet('{month}')").fetchall()[0][0]
+        for target, where in ((base, f"ts < DATE '{last}'"), (day, f"ts >= DATE '{last}'")):
+            con.execute(f"COPY (SELECT * FROM read_parquet('{month}') WHERE {where}) TO '{target}' (FORMAT parquet)")
+    held = folder / f"but-last-day-{n}.ledger.duckdb"
+    if not held.exists():
+        run_measure("ingest", base, store)
+        shutil.copyfile(store, held)
+    records = int(duckdb.connect(":memory:").execute(f"SELECT count(*) FROM read_parquet('{day}')").fetchall()[0][0])
+    _measure(f"{records:,} (last day of {n:,})", "parquet", records, day, store, count, before=held)
 
 
 if __name__ == "__main__":

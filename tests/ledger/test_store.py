@@ -192,23 +192,40 @@ def test_bad_records_are_counted_and_located_and_strict_adds_nothing(
         assert f"bad record: {path}:{line}: {why}" in out
 
 
-def test_a_late_record_rebuilds_only_its_day(tmp_path: Path) -> None:
+ROLLUPS = ("daily_usage", "daily_lengths", "minute_tokens", "month_lengths", "month_percentiles")
+
+
+def _rollups(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[object, ...]]]:
+    return {t: con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall() for t in ROLLUPS}
+
+
+def test_a_late_record_changes_only_its_day_and_month(tmp_path: Path) -> None:
+    """A late record lands on a day (and month) whose rollups a first ingest built: they become what one
+    ingest of both files builds, and no other day's rows change."""
     store = tmp_path / "ledger.duckdb"
+    month, late_file = _jsonl(tmp_path / "month.jsonl", _rows(2000, step_s=1200)), tmp_path / "late.jsonl"
     with LedgerStore(store) as ledger:
-        first = ledger.ingest([_jsonl(tmp_path / "month.jsonl", _rows(2000, step_s=1200))])
+        first = ledger.ingest([month])
         assert len(first.days) == 28  # 2000 x 20 minutes from November 1st
         rows_before = ledger.con.execute(
             "SELECT * FROM daily_usage WHERE day <> DATE '2026-11-05' ORDER BY ALL"
         ).fetchall()
+        months_before = ledger.con.execute("SELECT count(*) FROM month_lengths").fetchall()
+        # the prompt length, model and tenant of a record of November 1st: its month rows are summed, not added
         late = _rows(1, start=datetime(2026, 11, 5, 13, 0, tzinfo=UTC), prefix="late")
-        result = ledger.ingest([_jsonl(tmp_path / "late.jsonl", late)])
+        result = ledger.ingest([_jsonl(late_file, late)])
         assert (result.added, result.days) == (1, ["2026-11-05"])
         assert ledger.con.execute("SELECT days FROM ingests ORDER BY ingest DESC LIMIT 1").fetchall() == [(1,)]
         assert (
             rows_before
             == ledger.con.execute("SELECT * FROM daily_usage WHERE day <> DATE '2026-11-05' ORDER BY ALL").fetchall()
         )
+        assert ledger.con.execute("SELECT count(*) FROM month_lengths").fetchall() == months_before
         assert from_rollups(ledger.con, NOV) == from_records(ledger.con, NOV)
+        after_late = _rollups(ledger.con)
+    with LedgerStore(None) as at_once:
+        at_once.ingest([month, late_file])
+        assert _rollups(at_once.con) == after_late
 
 
 _INGEST = """
@@ -238,7 +255,7 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(tmp_path: Path) -> None:
     after = _snapshot(store)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     outcome = {}
-    for stage in ("reading", "checking natural keys", "rebuilding the rollups", "committing"):
+    for stage in ("reading", "checking natural keys", "updating the rollups", "committing"):
         for leftover in (store, store.with_name(store.name + ".wal")):
             leftover.unlink(missing_ok=True)  # a killed run's WAL belongs to its own file, not the copy
         shutil.copyfile(pristine, store)
@@ -255,7 +272,7 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(tmp_path: Path) -> None:
         assert state in (before, after), f"killed while {stage!r}: the store holds part of the ingest"
         outcome[stage] = "as before" if state == before else "committed"
     # the kills well before the commit must have found the store as it was
-    assert outcome["reading"] == outcome["checking natural keys"] == outcome["rebuilding the rollups"] == "as before"
+    assert outcome["reading"] == outcome["checking natural keys"] == outcome["updating the rollups"] == "as before"
 
 
 def test_one_writer_at_a_time(tmp_path: Path) -> None:

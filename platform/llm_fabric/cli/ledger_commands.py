@@ -361,7 +361,7 @@ def ingest_command(
         return
     console.print(
         f"{path}: {result.added:,} record(s) added, {result.duplicates:,} already there, {result.bad:,} bad "
-        f"(of {result.records:,} read from {len(result.files)} file(s)); rollups rebuilt for {len(result.days)} day(s)"
+        f"(of {result.records:,} read from {len(result.files)} file(s)); rollups updated for {len(result.days)} day(s)"
     )
     for bad in result.bad_listed:
         console.print(f"  bad record: {bad.as_problem()}", markup=False)
@@ -418,7 +418,8 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     if rollups != records:
         raise FabricError(
             f"{path}: the rollups of {month} differ from its records",
-            hint="re-ingest any file of that month (its days are rebuilt), and report this as a bug",
+            hint="report this as a bug; the records are intact, and ingesting the month's files into a new "
+            "store (--store NEW) builds its rollups afresh",
         )
     console.print(f"{path}: {month}'s rollups agree with its {records.records_in_month:,} records")
 
