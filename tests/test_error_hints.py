@@ -355,3 +355,15 @@ def test_two_sites_the_hint_names_the_option_that_picks_one(tmp_path: Path) -> N
     resolved = sh("fabric render -C site --out deploy --site brno", tmp_path)
     assert resolved.returncode == 0, resolved.stdout
     assert "rendered site brno" in resolved.stdout
+
+
+def test_a_manifest_that_does_not_load_is_named_once_with_its_line(tmp_path: Path) -> None:
+    assert (
+        sh("fabric init site --example cerit-sc && echo '{' >> site/nodes/dgx-b200-01.yaml", tmp_path).returncode == 0
+    )
+    verified = sh("fabric nodes verify -C site", tmp_path)
+    assert verified.returncode == 3, verified.stdout
+    [problem] = [line for line in verified.stdout.splitlines() if "dgx-b200-01.yaml" in line]
+    assert problem.count("dgx-b200-01.yaml") == 1 and re.search(r"dgx-b200-01\.yaml:\d+: invalid YAML", problem), (
+        problem
+    )

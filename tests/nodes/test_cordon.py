@@ -59,7 +59,15 @@ def test_retire_warns_before_it_commits(site_repo: Path) -> None:
     out = fabric("nodes", "retire", "dgx-b300-01", "-C", str(site_repo), "--no-drain")
     assert out.returncode == 0, out.stderr
     assert out.stdout.index("warning: with `dgx-b300-01` retired") < out.stdout.index("dgx-b300-01: retired")
-    assert "kimi-k2-6.yaml" in out.stdout
+    assert "kimi-k2-6.yaml" in out.stdout and "; the change goes ahead, fix these next" in out.stdout
+
+
+def test_the_retire_warning_waits_for_the_drain_that_then_fails(site_repo: Path) -> None:
+    head = git(site_repo, "rev-parse", "HEAD")
+    out = fabric("nodes", "retire", "dgx-b300-01", "-C", str(site_repo), "--kubectl", "false")
+    assert out.returncode == 2, out.stdout
+    assert "if the drain succeeds, the change goes ahead" in out.stdout
+    assert git(site_repo, "rev-parse", "HEAD") == head and git(site_repo, "status", "--porcelain") == ""
 
 
 def test_no_warning_when_the_site_stays_valid(site_repo: Path, tmp_path: Path) -> None:

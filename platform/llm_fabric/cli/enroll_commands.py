@@ -424,10 +424,16 @@ def nodes_verify_command(site_repo: Path) -> int:
         raise PolicyRefusal(
             f"{len(bad)} of {len(statuses)} node manifests fail verification",
             problems=[
-                Problem(
-                    s.problem or "", file=s.path, hint=signature_fix_hint(site_repo, s.manifest) if s.manifest else None
-                )
+                problem
                 for s in bad
+                for problem in s.load_problems
+                or [
+                    Problem(
+                        s.problem or "",
+                        file=s.path,
+                        hint=signature_fix_hint(site_repo, s.manifest) if s.manifest else None,
+                    )
+                ]
             ],
             hint=f"a manifest that does not load: fix what `fabric validate -C {site_repo}` reports first"
             if any(s.manifest is None for s in bad)
@@ -478,7 +484,7 @@ def nodes_retire_command(
     from llm_fabric.signing import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
-    _warn_if_invalid_after(site_repo, name, "retired")
+    _warn_if_invalid_after(site_repo, name, "retired", after_drain=not no_drain)
     drain = None if no_drain else DrainOptions(kubectl=kubectl, context=context, timeout=drain_timeout)
     with console.status(f"draining {name} with Ansible ...") if console.is_terminal and drain else nullcontext():
         result = retire_node(site_repo, name, private, drain=drain)
@@ -490,7 +496,7 @@ def nodes_retire_command(
     console.print(f"{name}: retired ({reg.path}, commit {reg.commit or 'none: already retired'})")
 
 
-def _warn_if_invalid_after(site_repo: Path, name: str, status: str) -> None:
+def _warn_if_invalid_after(site_repo: Path, name: str, status: str, *, after_drain: bool = False) -> None:
     """Say, before anything is written, what `fabric validate` would report once NAME has `status`.
 
     A warning, not a refusal: a machine that is gone is gone, and the site repo should say so; the
@@ -501,9 +507,10 @@ def _warn_if_invalid_after(site_repo: Path, name: str, status: str) -> None:
     problems = problems_after_status(site_repo, name, status)
     if not problems:
         return
+    goes_ahead = "if the drain succeeds, the change goes ahead" if after_drain else "the change goes ahead"
     console.print(
         f"[bold yellow]warning:[/] with `{name}` {status}, `fabric validate` would report {len(problems)} "
-        "new problem(s); the change goes ahead, fix these next:"
+        f"new problem(s); {goes_ahead}, fix these next:"
     )
     for p in problems:
         console.print(f"  {p}", markup=False)

@@ -204,6 +204,7 @@ class NodeStatus:
     path: Path
     manifest: NodeManifest | None
     problem: str | None
+    load_problems: tuple[Problem, ...] = ()  # why the manifest does not load, each with its file and line
 
 
 def verify_nodes(root: Path) -> list[NodeStatus]:
@@ -217,7 +218,8 @@ def verify_nodes(root: Path) -> list[NodeStatus]:
         try:
             manifest = load_model(path, NodeManifest)
         except ConfigError as exc:
-            out.append(NodeStatus(path.stem, path, None, "; ".join(str(p) for p in exc.problems)))
+            problems = tuple(exc.problems)
+            out.append(NodeStatus(path.stem, path, None, "; ".join(str(p) for p in problems), problems))
             continue
         out.append(NodeStatus(path.stem, path, manifest, verify_manifest(manifest, keys)))
     return out
