@@ -181,3 +181,24 @@ def test_the_gateway_routes_only_to_nodes_the_one_trust_gate_passes(tmp_path: Pa
         build_gateway(site, plan, site_id="brno")
     assert "which the site repo does not have" in stale.value.problems[0].message
     assert f"fabric plan -C {repo} -o FILE" in (stale.value.problems[0].hint or "")
+
+
+def test_a_plan_that_still_routes_to_a_retired_node_is_refused(tmp_path: Path) -> None:
+    """`fabric nodes retire` after `fabric plan`: the old plan's replica there is stale, not served."""
+    from tests.fixtures.cli import fabric
+
+    from llm_fabric.errors import PolicyRefusal
+    from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.site.loader import collect_site
+
+    repo = make_gateway_site(tmp_path / "site")
+    plan = load_plan(make_gateway_plan(repo, tmp_path))
+    node = next(r.node for r in plan.replicas if r.site == "brno")
+    retired = fabric("nodes", "retire", node, "-C", str(repo), "--no-drain")
+    assert retired.returncode == 0, retired.stdout
+    site, _ = collect_site(repo)  # as it is: validate may have more to say about the retirement
+    assert site is not None
+    with pytest.raises(PolicyRefusal) as stale:
+        build_gateway(site, plan, site_id="brno")
+    assert any(f"node `{node}`, which is retired" in p.message for p in stale.value.problems)

@@ -147,22 +147,28 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
 
 
 def check_trusted_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
-    """Route only to replicas on nodes the site repo holds, all of them trusted (PolicyRefusal otherwise).
+    """Route only to replicas on active nodes the site repo holds, all of them trusted (PolicyRefusal otherwise).
 
-    Trust is judged by `trust.trusted_nodes`, the one gate that plan, render and provision pass too.
+    Trust is judged by `trust.trusted_nodes`, the one gate that plan, render and provision pass too. A
+    retired node stays in the repo (its manifest says `retired`), but its machine is gone: a plan that
+    still places a replica there is as stale as one that names a node the repo never had. A cordoned
+    node still serves what it runs until the next plan is deployed, so it is not refused here.
     """
     trusted = trusted_nodes(site)
-    problems = [
-        Problem(
-            f"replica {r.deployment}/{r.index} is placed on node `{r.node}`, which the site repo does not have",
-            hint=f"the plan is older than the site repo: re-plan (`fabric plan -C {site.root} -o FILE`)",
-        )
-        for r in replicas
-        if r.node not in trusted
-    ]
+    problems = []
+    for r in replicas:
+        node = trusted.get(r.node)
+        if node is None or node.status == "retired":
+            why = "which the site repo does not have" if node is None else "which is retired"
+            problems.append(
+                Problem(
+                    f"replica {r.deployment}/{r.index} is placed on node `{r.node}`, {why}",
+                    hint=f"the plan is older than the site repo: re-plan (`fabric plan -C {site.root} -o FILE`)",
+                )
+            )
     if problems:
         raise PolicyRefusal(
-            f"the gateway would route to {len(problems)} replica(s) on unknown nodes", problems=problems
+            f"the gateway would route to {len(problems)} replica(s) on unknown or retired nodes", problems=problems
         )
 
 
