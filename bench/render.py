@@ -75,7 +75,11 @@ class _PerFileWrites:
         return None
 
     def write(self, path: Path, data: str, *, mode: int | None = None) -> None:
-        write_atomic(path, data, mode=mode)
+        # AtomicBatch's None is "the default mode"; write_atomic states its default itself
+        if mode is None:
+            write_atomic(path, data)
+        else:
+            write_atomic(path, data, mode=mode)
 
 
 class _StockDumper(yaml.CSafeDumper):
