@@ -5,7 +5,7 @@ reference site; each run builds all three stacks and writes them to a fresh fold
 `--baseline` measures the writer as it was before batching: `write_atomic` (two fsyncs) per file and
 PyYAML's stock CSafeDumper representer, on the same machine at the same time.
 
-    .venv/bin/python bench/render.py [--runs 5] [--baseline]
+    .venv/bin/python bench/render.py [--runs 5] [--baseline] [--replicas 100 1000]
 """
 
 from __future__ import annotations
@@ -98,10 +98,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", action="store_true", help="per-file fsync and the stock dumper")
+    parser.add_argument("--replicas", type=int, nargs="+", default=[100, 1000], help="plan sizes to render")
     args = parser.parse_args()
     if args.baseline:
         use_baseline()
-    for count in (100, 1000):
+    for count in args.replicas:
         site, plan = synthetic(count)
         times = []
         for _ in range(args.runs):
