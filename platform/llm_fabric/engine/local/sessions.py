@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from llm_fabric.engine.local.traffic import lognormal_lengths, stream_events
+from llm_fabric.engine.local.traffic import answered, json_headers, lognormal_lengths, record_head, stream_events
 from llm_fabric.errors import FabricError, UsageError
 
 INPUT_OUTPUT_RATIO = 17.0
@@ -151,11 +151,8 @@ class Target:
 
 def _post_chat(target: Target, body: dict[str, Any]) -> tuple[dict[str, Any] | None, str, str | None, float | None]:
     """Stream one chat completion: (usage, reply text, response id, TTFT ms); HTTPError passes through."""
-    headers = {"Content-Type": "application/json"}
-    if target.api_key:
-        headers["Authorization"] = f"Bearer {target.api_key}"
     http = urllib.request.Request(
-        f"{target.base_url}/v1/chat/completions", data=json.dumps(body).encode(), headers=headers
+        f"{target.base_url}/v1/chat/completions", data=json.dumps(body).encode(), headers=json_headers(target.api_key)
     )
     start = time.monotonic()
     usage, response_id, ttft_ms, parts = None, None, None, []
@@ -190,12 +187,7 @@ def run_session(target: Target, session: PlannedSession) -> list[dict[str, Any]]
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        arrived = datetime.now(UTC)
-        record: dict[str, Any] = {
-            "ts": arrived.isoformat(timespec="microseconds").replace("+00:00", "Z"),
-            "model": target.deployment,
-            "tenant": session.tenant,
-        }
+        record = record_head(datetime.now(UTC), target.deployment, session.tenant)
         try:
             usage, reply, response_id, ttft_ms = _post_chat(target, body)
         except urllib.error.HTTPError as exc:  # refused (401, 429, ...): the record says so, the session ends
@@ -207,18 +199,7 @@ def run_session(target: Target, session: PlannedSession) -> list[dict[str, Any]]
             ) from exc
         if usage is None:
             raise FabricError(f"{target.base_url} sent no usage for turn {number} of session {session.index}")
-        record.update(
-            prompt_tokens=usage["prompt_tokens"],
-            completion_tokens=usage["completion_tokens"],
-            status="ok",
-            request_id=response_id,
-        )
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-        if cached is not None:
-            record["cached_prompt_tokens"] = cached
-        if ttft_ms is not None:
-            record["ttft_ms"] = ttft_ms
-        records.append(record)
+        records.append({**record, **answered(usage, response_id, ttft_ms)})
         messages.append({"role": "assistant", "content": reply})
     return records
 

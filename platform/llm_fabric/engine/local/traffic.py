@@ -109,6 +109,39 @@ def stream_events(response: Any) -> Iterator[dict[str, Any]]:
             yield json.loads(line[len("data: ") :])
 
 
+def json_headers(api_key: str | None) -> dict[str, str]:
+    """A JSON request's headers, with the tenant's gateway key as a bearer token when there is one."""
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def record_head(arrived: datetime, deployment: str, tenant: str) -> dict[str, Any]:
+    """The columns every request record has, answered or refused: when it arrived, where, for whom."""
+    return {
+        "ts": arrived.isoformat(timespec="microseconds").replace("+00:00", "Z"),
+        "model": deployment,
+        "tenant": tenant,
+    }
+
+
+def answered(usage: dict[str, Any], request_id: str | None, ttft_ms: float | None) -> dict[str, Any]:
+    """An answered request's columns: the tokens the engine counted (cached ones where it says), its id, TTFT."""
+    columns: dict[str, Any] = {
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": usage["completion_tokens"],
+        "status": "ok",
+        "request_id": request_id,
+    }
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is not None:
+        columns["cached_prompt_tokens"] = cached
+    if ttft_ms is not None:
+        columns["ttft_ms"] = ttft_ms
+    return columns
+
+
 def send_request(
     base_url: str,
     served_model: str,
@@ -128,10 +161,9 @@ def send_request(
     }
     if request.stream:
         body["stream_options"] = {"include_usage": True}
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    http = urllib.request.Request(f"{base_url}/v1/completions", data=json.dumps(body).encode(), headers=headers)
+    http = urllib.request.Request(
+        f"{base_url}/v1/completions", data=json.dumps(body).encode(), headers=json_headers(api_key)
+    )
     arrived = datetime.now(UTC)
     start = time.monotonic()
     ttft_ms: float | None = None
@@ -151,21 +183,7 @@ def send_request(
         raise FabricError(f"the engine at {base_url} did not answer request {request.index}: {exc}") from exc
     if usage is None:
         raise FabricError(f"the engine at {base_url} sent no usage for streamed request {request.index}")
-    record: dict[str, Any] = {
-        "ts": arrived.isoformat(timespec="microseconds").replace("+00:00", "Z"),
-        "model": deployment,
-        "tenant": request.tenant,
-        "prompt_tokens": usage["prompt_tokens"],
-        "completion_tokens": usage["completion_tokens"],
-        "status": "ok",
-        "request_id": request_id,
-    }
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-    if cached is not None:
-        record["cached_prompt_tokens"] = cached
-    if ttft_ms is not None:
-        record["ttft_ms"] = ttft_ms
-    return record
+    return {**record_head(arrived, deployment, request.tenant), **answered(usage, request_id, ttft_ms)}
 
 
 def send_burst(
