@@ -6,7 +6,7 @@ import json
 import threading
 from pathlib import Path
 
-from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+from llm_fabric.gateway.runtime.meter import Meter, MeterRecord, utc_timestamp
 from llm_fabric.ledger import records
 
 

@@ -370,7 +370,7 @@ def test_exporter_serves_the_month_to_date_from_the_store(
 
 def test_the_gateway_meters_records_ingest_as_they_are(tmp_path: Path) -> None:
     """Written by the real meter (issue 15's gateway), extra columns and 429 rejections included."""
-    from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+    from llm_fabric.gateway.runtime.meter import Meter, MeterRecord, utc_timestamp
 
     path = tmp_path / "meter"
     start = NOV.start.timestamp()
@@ -402,7 +402,7 @@ def test_the_meters_folder_ingests_once_a_day_file_and_the_open_day_again_adds_o
     tmp_path: Path,
 ) -> None:
     """The gateway's folder of day files (issue 15): a closed day and the open one, ingested as a folder, twice."""
-    from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+    from llm_fabric.gateway.runtime.meter import Meter, MeterRecord, utc_timestamp
 
     now = [NOV.start.timestamp() + 86_400 - 30]  # 30 s before the end of 1 November
     folder = tmp_path / "records"

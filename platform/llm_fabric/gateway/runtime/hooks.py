@@ -1,7 +1,7 @@
 """The hooks LiteLLM's proxy loads from the generated config: auth, policy, overload and meter.
 
-    general_settings.custom_auth: llm_fabric.gateway.hooks.user_api_key_auth
-    litellm_settings.callbacks:   llm_fabric.gateway.hooks.fabric_hooks
+    general_settings.custom_auth: llm_fabric.gateway.runtime.hooks.user_api_key_auth
+    litellm_settings.callbacks:   llm_fabric.gateway.runtime.hooks.fabric_hooks
 
 This module runs inside the proxy's own venv (`make gateway`); it reads the settings file that
 `fabric gateway config` wrote ($FABRIC_GATEWAY_SETTINGS) and appends meter records to the day's
@@ -24,10 +24,10 @@ from fastapi import HTTPException, Request
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from llm_fabric.gateway.admission import Admission, Refusal, Ticket, retry_headers
-from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
-from llm_fabric.gateway.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
-from llm_fabric.gateway.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
+from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, retry_headers
+from llm_fabric.gateway.runtime.meter import Meter, MeterRecord, utc_timestamp
+from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
+from llm_fabric.gateway.runtime.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
 
 # open requests older than this are dropped from memory (a lost callback must not leak slots forever)
 STALE_AFTER_S = 3600.0
