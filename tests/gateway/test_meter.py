@@ -1,4 +1,4 @@
-"""The meter's records are the ledger's record schema (llm_fabric.ledger.records), plus site and data class."""
+"""The meter's records are the ledger's record schema (llm_fabric.ledger.store.records), plus site and data class."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from llm_fabric.gateway.runtime.meter import Meter, MeterRecord, utc_timestamp
-from llm_fabric.ledger import records
+from llm_fabric.ledger.store import records
 
 
 def test_every_column_of_the_ledger_schema_is_a_meter_field() -> None:
@@ -48,7 +48,7 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
 
 def test_a_refusal_is_booked_without_a_prompt_length(tmp_path: Path) -> None:
     """A 429 used no tokens and has no prompt length: the month's prompt p50 is the served requests' own."""
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore
 
     meter = Meter(tmp_path / "records", clock=lambda: 1_796_000_000)
     for i in range(3):

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.store import LedgerStore
-from llm_fabric.ledger.usage import RecordUsage, from_records, from_rollups
+from llm_fabric.ledger.store.database import LedgerStore
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.usage import RecordUsage, from_records, from_rollups
 
 NOV = Month.parse("2026-11")
 

@@ -19,10 +19,10 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.records import RequestRecord
-from llm_fabric.ledger.store import LedgerStore, default_store_path
-from llm_fabric.ledger.usage import from_records, from_rollups
+from llm_fabric.ledger.store.database import LedgerStore, default_store_path
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.records import RequestRecord
+from llm_fabric.ledger.store.usage import from_records, from_rollups
 from tests.fixtures.ledger_synthetic import generate_records
 
 NOV = Month.parse("2026-11")
@@ -231,7 +231,7 @@ def test_a_late_record_changes_only_its_day_and_month(tmp_path: Path) -> None:
 _INGEST = """
 import sys
 from pathlib import Path
-from llm_fabric.ledger.store import LedgerStore
+from llm_fabric.ledger.store.database import LedgerStore
 with LedgerStore(Path(sys.argv[1])) as store:
     store.ingest([Path(sys.argv[2])], progress=lambda msg: print(msg, flush=True))
 print("committed", flush=True)
@@ -281,7 +281,7 @@ def test_one_writer_at_a_time(tmp_path: Path) -> None:
     try:
         script = (
             "import sys; from pathlib import Path; from llm_fabric.errors import UsageError; "
-            "from llm_fabric.ledger.store import LedgerStore\n"
+            "from llm_fabric.ledger.store.database import LedgerStore\n"
             "try:\n    LedgerStore(Path(sys.argv[1]), wait_s=0.5)\n"
             "except UsageError as exc:\n    sys.exit(exc.render())"
         )

@@ -14,10 +14,10 @@ import click
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
-from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.store.period import Month
 
 if TYPE_CHECKING:
-    from llm_fabric.ledger.report import ReportInputs
+    from llm_fabric.ledger.report.build import ReportInputs
 
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
 # every `fabric` invocation imports this module, and only `fabric report`/`exporter` need them.
@@ -39,7 +39,7 @@ def _replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None
 def _store(site_repo: Path, store: Path | None) -> Path:
     """--store, else the store ledger.yaml names, else the default beside the site repo."""
     from llm_fabric.documents import load_model
-    from llm_fabric.ledger.store import store_path
+    from llm_fabric.ledger.store.database import store_path
     from llm_fabric.site.loader import LEDGER_FILE
     from llm_fabric.site.models import LedgerConfig
 
@@ -62,7 +62,7 @@ def _inputs(
     plan: Path | None,
     store: Path | None = None,
 ) -> ReportInputs:
-    from llm_fabric.ledger.report import ReportInputs
+    from llm_fabric.ledger.report.build import ReportInputs
 
     return ReportInputs(
         month=Month.parse(month) if month is not None else None,
@@ -149,8 +149,8 @@ def report_command(
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", hint="see `fabric report --help`")
     assert month is not None and out is not None
-    from llm_fabric.ledger.publish import write_report
-    from llm_fabric.ledger.report import build_report
+    from llm_fabric.ledger.report.build import build_report
+    from llm_fabric.ledger.report.publish import write_report
     from llm_fabric.ledger.report_keys import signing_key
     from llm_fabric.signing import key_id
     from llm_fabric.site.loader import load_site
@@ -205,7 +205,7 @@ def verify_command(
       fabric report verify report-2026-11 -C ./site
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
-    from llm_fabric.ledger.manifest import verify
+    from llm_fabric.ledger.report.manifest import verify
     from llm_fabric.ledger.report_keys import trusted_keys
 
     trusted, trusted_from = trusted_keys(site_repo, public_key)
@@ -270,7 +270,7 @@ def exporter_command(
     """
     from prometheus_client import generate_latest, start_http_server
 
-    from llm_fabric.ledger.exporter import build_registry
+    from llm_fabric.ledger.report.exporter import build_registry
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
@@ -348,7 +348,7 @@ def ingest_command(
       fabric ledger ingest -C ./site ./gateway-records/
       fabric ledger ingest --store /srv/ledger/cerit.duckdb spend-logs.csv --format litellm --json
     """
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore
 
     path = _store(site_repo, store)
     with (
@@ -380,7 +380,7 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     Example:
       fabric ledger status -C ./site --json
     """
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore
 
     with LedgerStore(_store(site_repo, store), read_only=True, memory_limit="1GB") as ledger:
         status = ledger.status()
@@ -408,8 +408,8 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
       fabric ledger check -C ./site --month 2026-11
     """
     from llm_fabric.errors import FabricError
-    from llm_fabric.ledger.store import LedgerStore
-    from llm_fabric.ledger.usage import from_records, from_rollups
+    from llm_fabric.ledger.store.database import LedgerStore
+    from llm_fabric.ledger.store.usage import from_records, from_rollups
 
     period = Month.parse(month)
     path = _store(site_repo, store)

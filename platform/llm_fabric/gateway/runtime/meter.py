@@ -1,4 +1,4 @@
-"""The meter: one JSON line per request in the ledger's record schema (llm_fabric.ledger.records).
+"""The meter: one JSON line per request in the ledger's record schema (llm_fabric.ledger.store.records).
 
 Rejections are records too (status 401, 403, 429, ...) with no tokens, so `fabric report` and
 `fabric ledger ingest` see refused demand; their `prompt_tokens` is null (a refused request has no
@@ -31,7 +31,7 @@ from llm_fabric.basemodel import FabricModel
 
 
 class MeterRecord(FabricModel):
-    """Field names and meanings are the ledger's (ledger/records.py); site and data_class are extra columns."""
+    """Field names and meanings are the ledger's (ledger/store/records.py); site and data_class are extra columns."""
 
     ts: str = Field(description="RFC 3339, UTC: when the request arrived")
     model: str = Field(description="the deployment name")

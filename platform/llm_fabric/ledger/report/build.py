@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.books import Books, ContributorLine, cents, contributor_ledger, draw_up
-from llm_fabric.ledger.engine_usage import EngineModel, EngineUsage, engine_usage
-from llm_fabric.ledger.month_report import MonthReport
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.promapi import PrometheusClient
-from llm_fabric.ledger.records import RecordFormat
-from llm_fabric.ledger.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures
+from llm_fabric.ledger.report.books import Books, ContributorLine, cents, contributor_ledger, draw_up
+from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.promapi import PrometheusClient
+from llm_fabric.ledger.store.records import RecordFormat
+from llm_fabric.ledger.store.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import LedgerConfig
 
@@ -241,8 +241,8 @@ def record_usage(
     inputs: ReportInputs, month: Month, progress: Callable[[str], None] | None = None
 ) -> tuple[RecordUsage | None, RecordOrigin | None]:
     """The month's usage from the rollups of a temporary store of `inputs.records`, else of the ledger store."""
-    from llm_fabric.ledger.store import LedgerStore  # DuckDB: only where records are read
-    from llm_fabric.ledger.usage import from_records, from_rollups
+    from llm_fabric.ledger.store.database import LedgerStore  # DuckDB: only where records are read
+    from llm_fabric.ledger.store.usage import from_records, from_rollups
 
     usage_of = from_records if inputs.from_records else from_rollups
     if inputs.records:

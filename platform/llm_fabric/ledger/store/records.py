@@ -2,7 +2,7 @@
 
 The tenant gateway's meter, `fabric engine burst` and any exporter write one JSON object per line
 (or Parquet with these column names) in this schema; `fabric ledger ingest` reads them
-(llm_fabric.ledger.sources), and LiteLLM spend-log exports through an adapter. Kept free of DuckDB
+(llm_fabric.ledger.store.sources), and LiteLLM spend-log exports through an adapter. Kept free of DuckDB
 and of the rest of the ledger so a writer can import it cheaply.
 
 | column | type | required | meaning |

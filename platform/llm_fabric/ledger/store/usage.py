@@ -1,7 +1,7 @@
 """Usage from request records: the figures the books take from them, per model, tenant and day.
 
-Two ways to the same figures, both SQL over the store (llm_fabric.ledger.store):
-- `from_rollups` reads the rollups (llm_fabric.ledger.rollups): the month's `daily_usage` rows
+Two ways to the same figures, both SQL over the store (llm_fabric.ledger.store.database):
+- `from_rollups` reads the rollups (llm_fabric.ledger.store.rollups): the month's `daily_usage` rows
   (about 3,000 for 5 deployments and 20 tenants), its `minute_tokens` (~2 x 10^5) and its
   precomputed `month_percentiles` (nearest rank, by a running sum over the month's length counts).
 - `from_records` reads the records themselves: grouping sets for the sums, `quantile_disc` for the
@@ -22,8 +22,8 @@ from typing import Any
 
 import duckdb
 
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.rollups import PERCENTILES, USAGE_FIELDS, USAGE_FROM_RECORDS, USAGE_FROM_ROLLUP
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.rollups import PERCENTILES, USAGE_FIELDS, USAGE_FROM_RECORDS, USAGE_FROM_ROLLUP
 
 __all__ = ["PERCENTILES", "RecordUsage", "Tokens", "UsageFigures", "from_records", "from_rollups"]
 

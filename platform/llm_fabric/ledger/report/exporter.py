@@ -17,9 +17,9 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from llm_fabric.errors import FabricError
-from llm_fabric.ledger.month_report import MonthReport
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.report import ReportInputs, build_report
+from llm_fabric.ledger.report.build import ReportInputs, build_report
+from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.store.period import Month
 from llm_fabric.site.loader import SiteRepo
 
 LEDGERS = (
