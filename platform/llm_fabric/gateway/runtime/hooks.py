@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,10 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
 from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, retry_headers
-from llm_fabric.gateway.runtime.meter import Meter, MeterRecord, utc_timestamp
+from llm_fabric.gateway.runtime.meter import Meter
 from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
 from llm_fabric.gateway.runtime.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
+from llm_fabric.request_record import RequestRecord
 
 # open requests older than this are dropped from memory (a lost callback must not leak slots forever)
 STALE_AFTER_S = 3600.0
@@ -121,8 +123,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         if st.meter is None:
             return
         st.meter.write(
-            MeterRecord(
-                ts=utc_timestamp(opened.arrived),
+            RequestRecord(
+                ts=datetime.fromtimestamp(opened.arrived, UTC),
                 model=opened.deployment,
                 tenant=opened.tenant,
                 status=str(status),

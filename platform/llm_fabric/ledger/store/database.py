@@ -33,8 +33,9 @@ import duckdb
 
 from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.ledger.store import rollups
-from llm_fabric.ledger.store.records import CONTENT_KEY, RecordFormat
+from llm_fabric.ledger.store.records import RecordFormat
 from llm_fabric.ledger.store.sources import TYPED, SourceFile, normalised_select, open_source, quote, record_files
+from llm_fabric.request_record import CONTENT_KEY
 
 SCHEMA_VERSION = "1"
 STORE_SUFFIX = ".ledger.duckdb"
