@@ -31,11 +31,14 @@ from pathlib import Path
 
 import duckdb
 
+from llm_fabric.documents import load_model
 from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.ledger.store import rollups
 from llm_fabric.ledger.store.records import RecordFormat
 from llm_fabric.ledger.store.sources import TYPED, SourceFile, normalised_select, open_source, quote, record_files
 from llm_fabric.request_record import CONTENT_KEY
+from llm_fabric.site.loader import LEDGER_FILE
+from llm_fabric.site.models import LedgerConfig
 
 SCHEMA_VERSION = "1"
 STORE_SUFFIX = ".ledger.duckdb"
@@ -122,6 +125,19 @@ def store_path(site_root: Path, configured: str | None) -> Path:
             ]
         )
     return path
+
+
+def site_store(site_root: Path, store: Path | None) -> Path:
+    """`store` when given, else the store the site repo's ledger.yaml names, else the default beside the repo."""
+    if store is not None:
+        return store
+    ledger_yaml = site_root / LEDGER_FILE
+    if not ledger_yaml.is_file():
+        raise UsageError(
+            f"{ledger_yaml} not found: no ledger store configured",
+            hint="pass --store FILE, or -C DIR for a site repo with a ledger.yaml",
+        )
+    return store_path(site_root, load_model(ledger_yaml, LedgerConfig).store)
 
 
 def configure(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_dir: Path | None = None) -> None:

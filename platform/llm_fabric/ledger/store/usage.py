@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from llm_fabric.errors import FabricError
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.rollups import PERCENTILES, USAGE_FIELDS, USAGE_FROM_RECORDS, USAGE_FROM_ROLLUP
 
@@ -191,3 +193,15 @@ def _usage(
         records_in_month=sum(row["requests"] for row in sets["model"].values()),
         records_outside_month=outside,
     )
+
+
+def checked_usage(con: duckdb.DuckDBPyConnection, month: Month, store: Path) -> RecordUsage:
+    """The month's figures from the raw records, which must equal its rollups' (else a FabricError)."""
+    rollups, records = from_rollups(con, month), from_records(con, month)
+    if rollups != records:
+        raise FabricError(
+            f"{store}: the rollups of {month} differ from its records",
+            hint="report this as a bug; the records are intact, and ingesting the month's files into a new "
+            "store (--store NEW) builds its rollups afresh",
+        )
+    return records
