@@ -44,7 +44,7 @@ $(SGLANG_STAMP): pyproject.toml $(ENGINE_STAMP)
 engine: $(ENGINE_STAMP) $(SGLANG_STAMP)
 
 # The tenant gateway (LiteLLM's proxy) in its own venv: its pins (click, rich, cryptography) are not ours.
-# llm-fabric goes in without deps: the proxy imports the hooks (llm_fabric.gateway.hooks) from it.
+# llm-fabric goes in without deps: the proxy imports the hooks (llm_fabric.gateway.runtime.hooks) from it.
 GATEWAY_VENV  := .venv-gateway
 GATEWAY_STAMP := $(GATEWAY_VENV)/.installed
 $(GATEWAY_STAMP): pyproject.toml
@@ -53,7 +53,7 @@ $(GATEWAY_STAMP): pyproject.toml
 	$(GATEWAY_VENV)/bin/pip install -q $$($(PYTHON) -c "import tomllib; \
 	  print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['gateway']))")
 	$(GATEWAY_VENV)/bin/pip install -q --no-deps -e .
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(GATEWAY_VENV)/bin/python -c "import litellm.proxy.proxy_server, llm_fabric.gateway.settings"
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(GATEWAY_VENV)/bin/python -c "import litellm.proxy.proxy_server, llm_fabric.gateway.runtime.settings"
 	touch $(GATEWAY_STAMP)
 
 gateway: $(GATEWAY_STAMP)

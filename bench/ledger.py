@@ -55,7 +55,7 @@ def worker(kind: str, path: Path, store: Path) -> None:
         print(f"{time.perf_counter() - began:.6f} {time.process_time() - cpu:.6f}")
         out.unlink()
         return
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore
 
     if kind == "ingest":  # "daily": into the store as the parent left it
         for old in (store, store.with_name(store.name + ".wal")):
@@ -113,7 +113,7 @@ def main() -> None:
     from tests.fixtures.ledger_synthetic import generate_records
 
     from llm_fabric.init import init_site
-    from llm_fabric.ledger.period import Month
+    from llm_fabric.ledger.store.period import Month
 
     args.dir.mkdir(parents=True, exist_ok=True)
     print(

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from llm_fabric.cli.main import main
 from llm_fabric.init import init_site
-from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.store.period import Month
 from tests.deploy.planfixture import seed_plan
 from tests.fixtures.factsbundle import make_bundle
 from tests.fixtures.ledger_synthetic import generate_records

@@ -1,5 +1,5 @@
 # The gateway image: upstream LiteLLM (pinned as in pyproject's `gateway` extra) plus llm-fabric's hooks.
-# The generated config loads `llm_fabric.gateway.hooks` (custom_auth and callbacks), so a stock LiteLLM
+# The generated config loads `llm_fabric.gateway.runtime.hooks` (custom_auth and callbacks), so a stock LiteLLM
 # image would refuse to start. The hooks need only pydantic and fastapi, which LiteLLM ships, hence
 # `--no-deps`; prometheus_client serves the gateway's /metrics.
 #
@@ -12,4 +12,4 @@ FROM ${LITELLM_IMAGE}
 COPY dist/llm_fabric-*.whl /tmp/
 RUN python3 -m pip install --no-deps --no-cache-dir /tmp/llm_fabric-*.whl prometheus-client==0.26.0 \
  && rm /tmp/llm_fabric-*.whl \
- && LITELLM_LOCAL_MODEL_COST_MAP=True python3 -c "import llm_fabric.gateway.hooks"
+ && LITELLM_LOCAL_MODEL_COST_MAP=True python3 -c "import llm_fabric.gateway.runtime.hooks"

@@ -36,7 +36,7 @@ HEAVY = [
     "llm_fabric.engine.recipes",
     "llm_fabric.hardware.catalog",
     "llm_fabric.deploy.build",
-    "llm_fabric.ledger.report",
+    "llm_fabric.ledger.report.build",
 ]
 
 

@@ -33,7 +33,7 @@ def crds(out: Path, *, without_cohort_name: bool = False) -> None:
 
 
 def records(out: Path, month: str, count: int, site_root: Path = Path("site"), *, request_ids: bool = False) -> None:
-    from llm_fabric.ledger.period import Month
+    from llm_fabric.ledger.store.period import Month
     from llm_fabric.site.loader import load_site
     from tests.fixtures.ledger_synthetic import generate_records
 

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_fabric.cli.main import main
-from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.store.period import Month
 from llm_fabric.site.loader import load_site
 from llm_fabric.site.models import NodeManifest
 from tests.fixtures.prometheus import PrometheusServer, scrape_job

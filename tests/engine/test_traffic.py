@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from statistics import NormalDist
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank, plan_burst, write_records
 from llm_fabric.errors import UsageError
+from llm_fabric.request_record import OK, RequestRecord
 
 
 def brute_force_rank(values: list[int], percent: int) -> int:
@@ -65,5 +67,15 @@ def test_the_plan_is_deterministic_and_mixes_tenants_and_streaming(tmp_path: Pat
     assert all(1 <= p.max_tokens <= 24 for p in plan)
     # unique prompts (no shared prefix-cache block of 16 tokens) that never spell a special token
     assert len({p.prompt[:16] for p in plan}) == 40 and not any("<" in p.prompt for p in plan)
-    path = write_records(tmp_path / "r.jsonl", [{"model": "m", "prompt_tokens": 3}])
-    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"model": "m", "prompt_tokens": 3}]
+    record = RequestRecord(ts=datetime(2026, 11, 5, 10, tzinfo=UTC), model="m", tenant="a", prompt_tokens=3, status=OK)
+    path = write_records(tmp_path / "r.jsonl", [record])
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [
+        {
+            "ts": "2026-11-05T10:00:00.000000Z",
+            "model": "m",
+            "tenant": "a",
+            "prompt_tokens": 3,
+            "completion_tokens": 0,
+            "status": "200",
+        }
+    ]

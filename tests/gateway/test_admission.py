@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llm_fabric.gateway.admission import Admission, Refusal, Ticket, retry_headers
-from llm_fabric.gateway.settings import DeploymentAccess, TenantAccess
+from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, retry_headers
+from llm_fabric.gateway.runtime.settings import DeploymentAccess, TenantAccess
 
 
 def _tenant(**limits: int) -> TenantAccess:

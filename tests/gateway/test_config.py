@@ -11,7 +11,7 @@ from tests.fixtures.gateway_site import edit_yaml, issue_keys, make_gateway_plan
 
 from llm_fabric.cli.main import main
 from llm_fabric.errors import UsageError
-from llm_fabric.gateway.settings import HookSettings, load_settings
+from llm_fabric.gateway.runtime.settings import HookSettings, load_settings
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,8 @@ def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # t
 
 def test_hooks_and_no_database_in_the_litellm_config(generated) -> None:  # type: ignore[no-untyped-def]
     config, _, _ = generated
-    assert config["general_settings"]["custom_auth"] == "llm_fabric.gateway.hooks.user_api_key_auth"
-    assert config["litellm_settings"]["callbacks"] == ["llm_fabric.gateway.hooks.fabric_hooks", "prometheus"]
+    assert config["general_settings"]["custom_auth"] == "llm_fabric.gateway.runtime.hooks.user_api_key_auth"
+    assert config["litellm_settings"]["callbacks"] == ["llm_fabric.gateway.runtime.hooks.fabric_hooks", "prometheus"]
     assert "database_url" not in json.dumps(config)
 
 

@@ -103,7 +103,7 @@ def test_agentic_sessions_through_the_gateway_hit_the_engines_prefix_cache(
         )
     assert code == 0, out.getvalue()
     records = [json.loads(line) for line in records_file.read_text().splitlines()]
-    assert len(records) == 6 and {r["status"] for r in records} == {"ok"}
+    assert len(records) == 6 and {r["status"] for r in records} == {"200"}
     by_session = [records[:3], records[3:]]  # send_sessions keeps each session's turns together, in order
     for turns in by_session:
         prompts = [r["prompt_tokens"] for r in turns]

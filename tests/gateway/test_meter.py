@@ -1,21 +1,25 @@
-"""The meter's records are the ledger's record schema (llm_fabric.ledger.records), plus site and data class."""
+"""The meter writes the foundation's request records (llm_fabric.request_record), site and data class included."""
 
 from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
-from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
-from llm_fabric.ledger import records
+import pytest
+from pydantic import ValidationError
+
+from llm_fabric.gateway.runtime.meter import Meter
+from llm_fabric.request_record import RequestRecord
 
 
-def test_every_column_of_the_ledger_schema_is_a_meter_field() -> None:
-    fields = set(MeterRecord.model_fields)
-    assert set(records.REQUIRED) <= fields
-    assert set(records.OPTIONAL) <= fields
-    required = {n for n, f in MeterRecord.model_fields.items() if f.is_required()}
-    assert required <= set(records.REQUIRED) | {"request_id"}
+def test_a_records_status_is_the_http_status_the_client_got() -> None:
+    """One spelling: `200`, `429`; the older `ok` is read by the ledger but never written."""
+    assert RequestRecord(ts=datetime.now(UTC), model="m", tenant="t", status="429").status == "429"
+    with pytest.raises(ValidationError, match="status") as caught:
+        RequestRecord(ts=datetime.now(UTC), model="m", tenant="t", status="ok")
+    assert "pattern" in str(caught.value)
 
 
 def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
@@ -24,8 +28,8 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
     def write(n: int) -> None:
         for i in range(200):
             meter.write(
-                MeterRecord(
-                    ts=utc_timestamp(1_796_000_000 + i),
+                RequestRecord(
+                    ts=datetime.fromtimestamp(1_796_000_000 + i, UTC),
                     model="qwen3-5",
                     tenant=f"t{n}",
                     status="200",
@@ -48,13 +52,13 @@ def test_lines_from_many_threads_never_interleave(tmp_path: Path) -> None:
 
 def test_a_refusal_is_booked_without_a_prompt_length(tmp_path: Path) -> None:
     """A 429 used no tokens and has no prompt length: the month's prompt p50 is the served requests' own."""
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore
 
     meter = Meter(tmp_path / "records", clock=lambda: 1_796_000_000)
     for i in range(3):
-        ts = utc_timestamp(1_796_000_000 + i)
-        meter.write(MeterRecord(ts=ts, model="m", tenant="t", prompt_tokens=100, status="200", request_id=f"ok-{i}"))
-        meter.write(MeterRecord(ts=ts, model="m", tenant="t", status="429", request_id=f"refused-{i}"))
+        ts = datetime.fromtimestamp(1_796_000_000 + i, UTC)
+        meter.write(RequestRecord(ts=ts, model="m", tenant="t", prompt_tokens=100, status="200", request_id=f"ok-{i}"))
+        meter.write(RequestRecord(ts=ts, model="m", tenant="t", status="429", request_id=f"refused-{i}"))
     rows = [json.loads(line) for line in (tmp_path / "records" / "requests-2026-11-30.jsonl").read_text().splitlines()]
     assert [r["prompt_tokens"] for r in rows] == [100, None] * 3
     with LedgerStore(None) as store:

@@ -76,7 +76,7 @@ def test_sessions_through_the_gateway_share_a_prefix_and_grow_each_turn(load_gat
     records = [json.loads(line) for line in records_file.read_text().splitlines()]
     assert len(records) == totals["requests"] == SESSIONS * TURNS and totals["refused"] == 0
     # the ledger's schema, with the usage the backend reported (2 cached tokens a request)
-    assert {r["status"] for r in records} == {"ok"} and {r["tenant"] for r in records} == {TENANT}
+    assert {r["status"] for r in records} == {"200"} and {r["tenant"] for r in records} == {TENANT}
     assert {r["model"] for r in records} == {"qwen3-5"} and all(r["cached_prompt_tokens"] == 2 for r in records)
     assert all(isinstance(r["ttft_ms"], float) for r in records)
 

@@ -6,9 +6,9 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
-from llm_fabric.ledger.books import cents, draw_up, hardware_share, price_tokens
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.usage import Tokens
+from llm_fabric.ledger.report.books import cents, draw_up, hardware_share, price_tokens
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.usage import Tokens
 from llm_fabric.site.loader import load_site
 from llm_fabric.site.models import CommercialReference, HardwareCost, LedgerConfig, TokenPrices
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.report import ReportInputs, build_report
+from llm_fabric.ledger.report.build import ReportInputs, build_report
+from llm_fabric.ledger.store.period import Month
 from llm_fabric.site.loader import SiteRepo, load_site
 from tests.fixtures.ledger_replay import ReplayServer, load_series, openmetrics_history
 from tests.fixtures.ledger_synthetic import generate_records

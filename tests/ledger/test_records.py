@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.store import LedgerStore
-from llm_fabric.ledger.usage import RecordUsage, from_records, from_rollups
+from llm_fabric.ledger.store.database import LedgerStore
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.usage import RecordUsage, from_records, from_rollups
 
 NOV = Month.parse("2026-11")
 
@@ -234,3 +234,25 @@ def test_nearest_rank_for_every_request_count_up_to_120(tmp_path: Path) -> None:
         ordered = sorted((i * 7919) % 200_003 for i in range(1, n + 1))
         want = {p: ordered[-(-p * n // 100) - 1] for p in (50, 95, 99)}
         assert usage.by_model[f"n{n:03d}"].prompt_percentiles == want, n
+
+
+def test_record_files_written_before_the_one_schema_still_ingest(tmp_path: Path) -> None:
+    """Lines as the meter (ts in ms, `200`/`429`, data class and prompt) and `fabric engine burst` (`ok`, µs)
+    wrote them before both wrote llm_fabric.request_record: read as they were, each status booked alike."""
+    meter = tmp_path / "requests-2026-11-05.jsonl"
+    meter.write_text(
+        '{"ts": "2026-11-05T10:00:00.123Z", "model": "a", "tenant": "t", "prompt_tokens": 40, "completion_tokens": 4,'
+        ' "status": "200", "request_id": "gw-1", "site": "brno", "data_class": "public", "prompt": "hi"}\n'
+        '{"ts": "2026-11-05T10:00:01.000Z", "model": "a", "tenant": "t", "prompt_tokens": null,'
+        ' "completion_tokens": 0, "status": "429", "request_id": "gw-2"}\n'
+    )
+    burst = tmp_path / "burst.jsonl"
+    burst.write_text(
+        '{"cached_prompt_tokens": 16, "completion_tokens": 6, "model": "a", "prompt_tokens": 60,'
+        ' "request_id": "cmpl-1", "status": "ok", "tenant": "t", "ts": "2026-11-05T11:00:00.000001Z",'
+        ' "ttft_ms": 12.5}\n'
+    )
+    usage = aggregate([meter, burst])
+    tokens = usage.by_model["a"].tokens
+    assert (tokens.requests, tokens.failed, tokens.input, tokens.cached_input, tokens.output) == (3, 1, 100, 16, 10)
+    assert usage.by_model["a"].prompt_percentiles[50] == 40  # the refusal has no prompt length

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.cli.main import main
-from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.store.period import Month
 from tests.fixtures.ledger_synthetic import generate_records
 
 PROFILES = {"qwen3-5": (1100, 33958), "qwen3-5-122b": (900, 16000), "glm-5-1": (709, 90351)}

@@ -19,11 +19,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_fabric.ledger.month_report import MonthReport, Sources
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.render import render_csvs, render_json
-from llm_fabric.ledger.report import ReportInputs, build_report
-from llm_fabric.ledger.store import LedgerStore
+from llm_fabric.ledger.report.build import ReportInputs, build_report
+from llm_fabric.ledger.report.month_report import MonthReport, Sources
+from llm_fabric.ledger.report.render import render_csvs, render_json
+from llm_fabric.ledger.store.database import LedgerStore
+from llm_fabric.ledger.store.period import Month
 from llm_fabric.site.loader import load_site
 
 NOV = Month.parse("2026-11")

@@ -19,10 +19,10 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.records import RequestRecord
-from llm_fabric.ledger.store import LedgerStore, default_store_path
-from llm_fabric.ledger.usage import from_records, from_rollups
+from llm_fabric.ledger.store.database import LedgerStore, default_store_path
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.usage import from_records, from_rollups
+from llm_fabric.request_record import RequestRecord
 from tests.fixtures.ledger_synthetic import generate_records
 
 NOV = Month.parse("2026-11")
@@ -40,7 +40,7 @@ def _rows(count: int, start: datetime = NOV.start, step_s: int = 97, prefix: str
             completion_tokens=i % 300,
             cached_prompt_tokens=min((11 * i) % 200, (37 * i) % 9000 + 1) if i % 5 else None,
             ttft_ms=(i % 700) / 3 if i % 6 else None,
-            status=("ok", "429", "200")[i % 3],
+            status=("200", "429", "200")[i % 3],
             request_id=f"{prefix}-{i}" if i % 7 else None,
         )
         for i in range(count)
@@ -231,7 +231,7 @@ def test_a_late_record_changes_only_its_day_and_month(tmp_path: Path) -> None:
 _INGEST = """
 import sys
 from pathlib import Path
-from llm_fabric.ledger.store import LedgerStore
+from llm_fabric.ledger.store.database import LedgerStore
 with LedgerStore(Path(sys.argv[1])) as store:
     store.ingest([Path(sys.argv[2])], progress=lambda msg: print(msg, flush=True))
 print("committed", flush=True)
@@ -281,7 +281,7 @@ def test_one_writer_at_a_time(tmp_path: Path) -> None:
     try:
         script = (
             "import sys; from pathlib import Path; from llm_fabric.errors import UsageError; "
-            "from llm_fabric.ledger.store import LedgerStore\n"
+            "from llm_fabric.ledger.store.database import LedgerStore\n"
             "try:\n    LedgerStore(Path(sys.argv[1]), wait_s=0.5)\n"
             "except UsageError as exc:\n    sys.exit(exc.render())"
         )
@@ -370,15 +370,15 @@ def test_exporter_serves_the_month_to_date_from_the_store(
 
 def test_the_gateway_meters_records_ingest_as_they_are(tmp_path: Path) -> None:
     """Written by the real meter (issue 15's gateway), extra columns and 429 rejections included."""
-    from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+    from llm_fabric.gateway.runtime.meter import Meter
 
     path = tmp_path / "meter"
     start = NOV.start.timestamp()
     meter = Meter(path, clock=lambda: start)
     for i in range(6):
         meter.write(
-            MeterRecord(
-                ts=utc_timestamp(start + 60 * i),
+            RequestRecord(
+                ts=datetime.fromtimestamp(start + 60 * i, UTC),
                 model="qwen3-5",
                 tenant="muni-researchers",
                 status="429" if i % 3 == 0 else "200",
@@ -402,7 +402,7 @@ def test_the_meters_folder_ingests_once_a_day_file_and_the_open_day_again_adds_o
     tmp_path: Path,
 ) -> None:
     """The gateway's folder of day files (issue 15): a closed day and the open one, ingested as a folder, twice."""
-    from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
+    from llm_fabric.gateway.runtime.meter import Meter
 
     now = [NOV.start.timestamp() + 86_400 - 30]  # 30 s before the end of 1 November
     folder = tmp_path / "records"
@@ -410,8 +410,8 @@ def test_the_meters_folder_ingests_once_a_day_file_and_the_open_day_again_adds_o
 
     def request(i: int) -> None:
         meter.write(
-            MeterRecord(
-                ts=utc_timestamp(now[0] - 15),
+            RequestRecord(
+                ts=datetime.fromtimestamp(now[0] - 15, UTC),
                 model="qwen3-5",
                 tenant="muni-researchers",
                 status="200",

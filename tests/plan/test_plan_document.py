@@ -16,7 +16,7 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.deploy.components import deploy_stack
-from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.store.period import Month
 from llm_fabric.plan.document import load_plan
 from tests.deploy.test_pulumi_stacks import RecordingMocks
 from tests.fixtures.ledger_synthetic import generate_records

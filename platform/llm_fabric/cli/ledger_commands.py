@@ -7,17 +7,13 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
-from llm_fabric.ledger.period import Month
-
-if TYPE_CHECKING:
-    from llm_fabric.ledger.report import ReportInputs
 
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
 # every `fabric` invocation imports this module, and only `fabric report`/`exporter` need them.
@@ -25,53 +21,6 @@ if TYPE_CHECKING:
 err = FabricConsole(stderr=True, highlight=False, soft_wrap=True)
 _files = click.Path(exists=True, dir_okay=False, path_type=Path)
 _records = click.Path(exists=True, path_type=Path)  # a folder: its record files (the gateway meter's days)
-
-
-def _replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
-    if plan_path is None:
-        return None
-    from llm_fabric.plan.document import load_plan
-
-    plan = load_plan(plan_path)
-    return {(r.deployment, str(r.index)): r.owner for r in plan.replicas}
-
-
-def _store(site_repo: Path, store: Path | None) -> Path:
-    """--store, else the store ledger.yaml names, else the default beside the site repo."""
-    from llm_fabric.documents import load_model
-    from llm_fabric.ledger.store import store_path
-    from llm_fabric.site.loader import LEDGER_FILE
-    from llm_fabric.site.models import LedgerConfig
-
-    if store is not None:
-        return store
-    ledger_yaml = site_repo / LEDGER_FILE
-    if not ledger_yaml.is_file():
-        raise UsageError(
-            f"{ledger_yaml} not found: no ledger store configured",
-            hint="pass --store FILE, or -C DIR for a site repo with a ledger.yaml",
-        )
-    return store_path(site_repo, load_model(ledger_yaml, LedgerConfig).store)
-
-
-def _inputs(
-    month: str | None,
-    requests: tuple[Path, ...],
-    fmt: str,
-    prometheus: str | None,
-    plan: Path | None,
-    store: Path | None = None,
-) -> ReportInputs:
-    from llm_fabric.ledger.report import ReportInputs
-
-    return ReportInputs(
-        month=Month.parse(month) if month is not None else None,
-        records=list(requests),
-        records_format=fmt,  # type: ignore[arg-type]
-        prometheus_url=prometheus,
-        replica_owners=_replica_owners(plan),
-        store=store,
-    )
 
 
 _common = [
@@ -149,14 +98,22 @@ def report_command(
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", hint="see `fabric report --help`")
     assert month is not None and out is not None
-    from llm_fabric.ledger.publish import write_report
-    from llm_fabric.ledger.report import build_report
+    from llm_fabric.ledger.report.build import build_report, report_inputs
+    from llm_fabric.ledger.report.publish import write_report
     from llm_fabric.ledger.report_keys import signing_key
+    from llm_fabric.ledger.store.database import site_store
     from llm_fabric.signing import key_id
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
-    inputs = _inputs(month, requests, requests_format, prometheus, plan, None if requests else _store(site_repo, store))
+    inputs = report_inputs(
+        month=month,
+        records=requests,
+        records_format=requests_format,
+        prometheus_url=prometheus,
+        plan=plan,
+        store=None if requests else site_store(site_repo, store),
+    )
     key, key_source = signing_key(site_repo, sign_key)
     with err.status("building the report", spinner="dots") as status:
         report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
@@ -205,7 +162,7 @@ def verify_command(
       fabric report verify report-2026-11 -C ./site
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
-    from llm_fabric.ledger.manifest import verify
+    from llm_fabric.ledger.report.manifest import verify
     from llm_fabric.ledger.report_keys import trusted_keys
 
     trusted, trusted_from = trusted_keys(site_repo, public_key)
@@ -270,13 +227,19 @@ def exporter_command(
     """
     from prometheus_client import generate_latest, start_http_server
 
-    from llm_fabric.ledger.exporter import build_registry
+    from llm_fabric.ledger.report.exporter import build_registry, exporter_inputs
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
-    ledger_store = None if requests or site.ledger is None else _store(site_repo, store)
-    with_books = bool(requests or prometheus or (ledger_store is not None and ledger_store.is_file()))
-    inputs = _inputs(None, requests, requests_format, prometheus, plan, ledger_store) if with_books else None
+    inputs = exporter_inputs(
+        site,
+        site_repo,
+        records=requests,
+        records_format=requests_format,
+        prometheus_url=prometheus,
+        plan=plan,
+        store=store,
+    )
     registry = build_registry(site, inputs, refresh)
     if once:
         click.echo(generate_latest(registry).decode(), nl=False)
@@ -348,14 +311,15 @@ def ingest_command(
       fabric ledger ingest -C ./site ./gateway-records/
       fabric ledger ingest --store /srv/ledger/cerit.duckdb spend-logs.csv --format litellm --json
     """
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore, site_store
+    from llm_fabric.ledger.store.records import record_format
 
-    path = _store(site_repo, store)
+    path = site_store(site_repo, store)
     with (
         err.status("ingesting", spinner="dots") as status,
         LedgerStore(path) as ledger,
     ):
-        result = ledger.ingest(list(files), fmt, strict=strict, progress=lambda msg: status.update(msg))  # type: ignore[arg-type]
+        result = ledger.ingest(list(files), record_format(fmt), strict=strict, progress=lambda msg: status.update(msg))
     if as_json:
         print_json({"store": str(path), **result.as_dict()})
         return
@@ -380,9 +344,9 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     Example:
       fabric ledger status -C ./site --json
     """
-    from llm_fabric.ledger.store import LedgerStore
+    from llm_fabric.ledger.store.database import LedgerStore, site_store
 
-    with LedgerStore(_store(site_repo, store), read_only=True, memory_limit="1GB") as ledger:
+    with LedgerStore(site_store(site_repo, store), read_only=True, memory_limit="1GB") as ledger:
         status = ledger.status()
     if as_json:
         print_json(status)
@@ -407,20 +371,14 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     Example:
       fabric ledger check -C ./site --month 2026-11
     """
-    from llm_fabric.errors import FabricError
-    from llm_fabric.ledger.store import LedgerStore
-    from llm_fabric.ledger.usage import from_records, from_rollups
+    from llm_fabric.ledger.store.database import LedgerStore, site_store
+    from llm_fabric.ledger.store.period import Month
+    from llm_fabric.ledger.store.usage import checked_usage
 
     period = Month.parse(month)
-    path = _store(site_repo, store)
+    path = site_store(site_repo, store)
     with LedgerStore(path, read_only=True, memory_limit="1GB") as ledger:
-        rollups, records = from_rollups(ledger.con, period), from_records(ledger.con, period)
-    if rollups != records:
-        raise FabricError(
-            f"{path}: the rollups of {month} differ from its records",
-            hint="report this as a bug; the records are intact, and ingesting the month's files into a new "
-            "store (--store NEW) builds its rollups afresh",
-        )
+        records = checked_usage(ledger.con, period, path)
     console.print(f"{path}: {month}'s rollups agree with its {records.records_in_month:,} records")
 
 

@@ -22,7 +22,7 @@ from llm_fabric.engine.args import request_defaults
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
-from llm_fabric.gateway.settings import (
+from llm_fabric.gateway.runtime.settings import (
     LITELLM_CONFIG_FILE,
     SETTINGS_FILE,
     DeploymentAccess,
@@ -37,7 +37,7 @@ from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
 from llm_fabric.trust import trusted_nodes
 
-HOOKS_MODULE = "llm_fabric.gateway.hooks"
+HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
 # With routing `inference-extension` the gateway's own site is reached through the inference Gateway, whose
 # HTTPRoutes match this header (GIE's body-based router would set it; LiteLLM sets it, so none is needed)

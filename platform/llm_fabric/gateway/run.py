@@ -17,7 +17,7 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.engine.local.server import LocalEngine, free_port, spawn_server
 from llm_fabric.errors import UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
-from llm_fabric.gateway.settings import KEYS_FILE, LITELLM_CONFIG_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
+from llm_fabric.gateway.runtime.settings import KEYS_FILE, LITELLM_CONFIG_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
 
 GATEWAY_VENV = ".venv-gateway"
 HEALTH_PATH = "/health/liveliness"

@@ -1,11 +1,15 @@
 """Usage ledgers and the federation's monthly report.
 
+`store/` takes the request records in and keeps them (DuckDB, rollups, usage figures); `report/` draws
+up the books and publishes the month's report from them; `report_keys` loads the keys reports are
+signed with. May import site, signing and the foundation.
+
 Invariants of the books (every module in this package keeps them):
 
 - Natural keys. A usage row is keyed by (month, deployment, tenant); a day row by (month,
   deployment, day); a contributor row by (month, owner). A request is identified by its
   `request_id` (on its day) when the log carries one, else by its content: the same request
-  exported or ingested twice counts once (llm_fabric.ledger.records, .store). Engine
+  exported or ingested twice counts once (llm_fabric.ledger.store.records, .database). Engine
   counters are keyed by their Prometheus series (model and replica labels), never by scrape.
 - Integer token units. Tokens are counted as integers (BIGINT in the store and its rollups, Python int in
   the books), never as floats; counter deltas from Prometheus are rounded once, per series, when they are read.

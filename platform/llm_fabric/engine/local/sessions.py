@@ -37,6 +37,7 @@ from typing import Any
 
 from llm_fabric.engine.local.traffic import answered, json_headers, lognormal_lengths, record_head, stream_events
 from llm_fabric.errors import FabricError, UsageError
+from llm_fabric.request_record import RequestRecord
 
 INPUT_OUTPUT_RATIO = 17.0
 MIN_TASK_CHARS = 32  # the session's own question: what makes its conversation its own after the shared prefix
@@ -170,10 +171,10 @@ def _post_chat(target: Target, body: dict[str, Any]) -> tuple[dict[str, Any] | N
     return usage, "".join(parts), response_id, ttft_ms
 
 
-def run_session(target: Target, session: PlannedSession) -> list[dict[str, Any]]:
+def run_session(target: Target, session: PlannedSession) -> list[RequestRecord]:
     """Send the session's turns in order, each re-sending the conversation so far; one record per turn sent."""
     messages = [{"role": "system", "content": session.system}, {"role": "user", "content": session.task}]
-    records: list[dict[str, Any]] = []
+    records: list[RequestRecord] = []
     for number, turn in enumerate(session.turns, start=1):
         if number > 1:
             missing = turn.prompt_chars - content_chars(messages)
@@ -191,7 +192,7 @@ def run_session(target: Target, session: PlannedSession) -> list[dict[str, Any]]
         try:
             usage, reply, response_id, ttft_ms = _post_chat(target, body)
         except urllib.error.HTTPError as exc:  # refused (401, 429, ...): the record says so, the session ends
-            records.append({**record, "prompt_tokens": None, "completion_tokens": 0, "status": str(exc.code)})
+            records.append(RequestRecord(**record, prompt_tokens=None, completion_tokens=0, status=str(exc.code)))
             return records
         except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
             raise FabricError(
@@ -199,14 +200,14 @@ def run_session(target: Target, session: PlannedSession) -> list[dict[str, Any]]
             ) from exc
         if usage is None:
             raise FabricError(f"{target.base_url} sent no usage for turn {number} of session {session.index}")
-        records.append({**record, **answered(usage, response_id, ttft_ms)})
+        records.append(RequestRecord(**record, **answered(usage, response_id, ttft_ms)))
         messages.append({"role": "assistant", "content": reply})
     return records
 
 
 def send_sessions(
     target: Target, sessions: Sequence[PlannedSession], *, concurrency: int = 4
-) -> list[list[dict[str, Any]]]:
+) -> list[list[RequestRecord]]:
     """Run the sessions, `concurrency` at a time (each one's turns in order); their records, session by session."""
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         return list(pool.map(lambda s: run_session(target, s), sessions))

@@ -4,7 +4,7 @@ What a gateway does in production (send, then log one record per request), done 
 a contributor or a test can drive a local engine with traffic whose shape is known in advance:
 prompt lengths follow a log-normal distribution fixed by its p50 and p95, output lengths are
 exact (`ignore_eos`), tenants take turns, and every third request streams. The records are the
-JSON Lines schema of `docs/ledger.md`, with the token counts the engine itself reported.
+JSON Lines of llm_fabric.request_record (`docs/ledger.md`), with the token counts the engine itself reported.
 
 Prompt lengths are the distribution's quantiles at i / n (i = 1..n-1, the last at 1 - 1/(4n)), shuffled:
 the burst's nearest-rank p-th percentile is then the distribution's own whenever n * p / 100 is a
@@ -32,6 +32,7 @@ from typing import Any
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.errors import FabricError, UsageError
+from llm_fabric.request_record import OK, RequestRecord
 
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz      "  # no '<': the text never spells a special token
 
@@ -119,11 +120,7 @@ def json_headers(api_key: str | None) -> dict[str, str]:
 
 def record_head(arrived: datetime, deployment: str, tenant: str) -> dict[str, Any]:
     """The columns every request record has, answered or refused: when it arrived, where, for whom."""
-    return {
-        "ts": arrived.isoformat(timespec="microseconds").replace("+00:00", "Z"),
-        "model": deployment,
-        "tenant": tenant,
-    }
+    return {"ts": arrived, "model": deployment, "tenant": tenant}
 
 
 def answered(usage: dict[str, Any], request_id: str | None, ttft_ms: float | None) -> dict[str, Any]:
@@ -131,7 +128,7 @@ def answered(usage: dict[str, Any], request_id: str | None, ttft_ms: float | Non
     columns: dict[str, Any] = {
         "prompt_tokens": usage["prompt_tokens"],
         "completion_tokens": usage["completion_tokens"],
-        "status": "ok",
+        "status": OK,
         "request_id": request_id,
     }
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
@@ -149,7 +146,7 @@ def send_request(
     deployment: str,
     timeout: float = 300,
     api_key: str | None = None,
-) -> dict[str, Any]:
+) -> RequestRecord:
     """Send one planned completion (with the tenant's gateway key, if any); return its request record."""
     body: dict[str, Any] = {
         "model": served_model,
@@ -183,7 +180,7 @@ def send_request(
         raise FabricError(f"the engine at {base_url} did not answer request {request.index}: {exc}") from exc
     if usage is None:
         raise FabricError(f"the engine at {base_url} sent no usage for streamed request {request.index}")
-    return {**record_head(arrived, deployment, request.tenant), **answered(usage, request_id, ttft_ms)}
+    return RequestRecord(**record_head(arrived, deployment, request.tenant), **answered(usage, request_id, ttft_ms))
 
 
 def send_burst(
@@ -194,28 +191,28 @@ def send_burst(
     deployment: str,
     concurrency: int = 4,
     api_key: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RequestRecord]:
     """Send every request, `concurrency` at a time; the records in planned order."""
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         return list(pool.map(lambda r: send_request(base_url, served_model, r, deployment, api_key=api_key), requests))
 
 
-def totals_of(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+def totals_of(records: Sequence[RequestRecord]) -> dict[str, int]:
     """What a load run sent: requests, tokens (cached ones too), prompt p50/p95 of the answered, refusals."""
-    answered = [r for r in records if r["status"] == "ok"]
-    prompts = [int(r["prompt_tokens"]) for r in answered] or [0]
+    answered = [r for r in records if r.answered]
+    prompts = [r.prompt_tokens or 0 for r in answered] or [0]
     return {
         "requests": len(records),
         "refused": len(records) - len(answered),
-        "prompt_tokens": sum(int(r["prompt_tokens"]) for r in answered),
-        "cached_prompt_tokens": sum(int(r.get("cached_prompt_tokens") or 0) for r in answered),
-        "completion_tokens": sum(int(r["completion_tokens"]) for r in answered),
+        "prompt_tokens": sum(r.prompt_tokens or 0 for r in answered),
+        "cached_prompt_tokens": sum(r.cached_prompt_tokens or 0 for r in answered),
+        "completion_tokens": sum(r.completion_tokens or 0 for r in answered),
         "prompt_p50": nearest_rank(prompts, 50),
         "prompt_p95": nearest_rank(prompts, 95),
     }
 
 
-def write_records(path: Path, records: Sequence[dict[str, Any]]) -> Path:
+def write_records(path: Path, records: Sequence[RequestRecord]) -> Path:
     """The records as JSON Lines (`fabric report --requests FILE`)."""
-    write_atomic(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    write_atomic(path, "".join(r.json_line() for r in records))
     return path

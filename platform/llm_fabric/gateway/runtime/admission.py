@@ -14,7 +14,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from llm_fabric.gateway.settings import DeploymentAccess, TenantAccess
+from llm_fabric.gateway.runtime.settings import DeploymentAccess, TenantAccess
 
 WINDOW_S = 60.0
 

@@ -1,6 +1,6 @@
 """Record files as SQL: each file becomes one SELECT of normalised records, bad ones marked and located.
 
-Every reader yields the schema of llm_fabric.ledger.records with the record's place in its file
+Every reader yields the schema of llm_fabric.request_record with the record's place in its file
 (`line`: the line of a JSON Lines file, 1-based, blank lines counted; the row of a Parquet file;
 the line of a CSV file, its header being line 1) and `problem`: NULL for a good record, else why it
 is bad. Nothing is dropped here: the store decides what a bad record does.
@@ -26,7 +26,8 @@ from pathlib import Path
 import duckdb
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.records import COLUMNS, MAX_TOKENS, MAX_TTFT_MS, REQUIRED, SUCCESS_SQL, RecordFormat
+from llm_fabric.ledger.store.records import SUCCESS_SQL, RecordFormat
+from llm_fabric.request_record import COLUMNS, MAX_TOKENS, MAX_TTFT_MS, REQUIRED
 
 LITELLM_COLUMNS = (
     "request_id",

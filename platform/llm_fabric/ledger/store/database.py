@@ -4,7 +4,7 @@ Where it lives: `store:` in ledger.yaml (relative to the site repo), else `<site
 beside the repo (never inside it: the store is data, not configuration, and grows every day).
 
 Invariants:
-- Idempotent. A record is added only if its natural key (llm_fabric.ledger.records: the request id
+- Idempotent. A record is added only if its natural key (llm_fabric.ledger.store.records: the request id
   on the record's day, else the whole content) is not in the store yet, nor earlier in the same
   ingest (the first one, by file order and line, is kept). Ingesting a file twice, or files that
   overlap, changes nothing the second time.
@@ -15,7 +15,7 @@ Invariants:
   the ingest adds the good ones and says how many bad ones it left, or with `strict` adds nothing.
 - Append-only. An ingest adds records and never changes or removes a stored one (what it takes out
   again in its own transaction are its own bad and repeated records). So the rollups
-  (llm_fabric.ledger.rollups), sums over records, are kept by adding the new records' sums to the
+  (llm_fabric.ledger.store.rollups), sums over records, are kept by adding the new records' sums to the
   days and months that received a record, in the same transaction; other days are not touched.
 - One writer at a time (DuckDB's file lock); a second process waits up to `wait_s`, then gets an error.
 """
@@ -31,10 +31,14 @@ from pathlib import Path
 
 import duckdb
 
+from llm_fabric.documents import load_model
 from llm_fabric.errors import ConfigError, Problem, UsageError
-from llm_fabric.ledger import rollups
-from llm_fabric.ledger.records import CONTENT_KEY, RecordFormat
-from llm_fabric.ledger.sources import TYPED, SourceFile, normalised_select, open_source, quote, record_files
+from llm_fabric.ledger.store import rollups
+from llm_fabric.ledger.store.records import RecordFormat
+from llm_fabric.ledger.store.sources import TYPED, SourceFile, normalised_select, open_source, quote, record_files
+from llm_fabric.request_record import CONTENT_KEY
+from llm_fabric.site.loader import LEDGER_FILE
+from llm_fabric.site.models import LedgerConfig
 
 SCHEMA_VERSION = "1"
 STORE_SUFFIX = ".ledger.duckdb"
@@ -121,6 +125,19 @@ def store_path(site_root: Path, configured: str | None) -> Path:
             ]
         )
     return path
+
+
+def site_store(site_root: Path, store: Path | None) -> Path:
+    """`store` when given, else the store the site repo's ledger.yaml names, else the default beside the repo."""
+    if store is not None:
+        return store
+    ledger_yaml = site_root / LEDGER_FILE
+    if not ledger_yaml.is_file():
+        raise UsageError(
+            f"{ledger_yaml} not found: no ledger store configured",
+            hint="pass --store FILE, or -C DIR for a site repo with a ledger.yaml",
+        )
+    return store_path(site_root, load_model(ledger_yaml, LedgerConfig).store)
 
 
 def configure(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_dir: Path | None = None) -> None:
@@ -228,7 +245,7 @@ class LedgerStore:
         `rejects`), repeats within the ingest, records already stored. Those checks read the new rows
         (stored records only on days that had some); the removals cost only when there is something to
         remove. The rollups are then computed from the remaining new rows alone
-        (llm_fabric.ledger.rollups.add), never from the records stored before.
+        (llm_fabric.ledger.store.rollups.add), never from the records stored before.
         """
         note = progress or (lambda _msg: None)
         sources = [open_source(self.con, p, fmt) for p in record_files(paths)]

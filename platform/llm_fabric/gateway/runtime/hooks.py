@@ -1,7 +1,7 @@
 """The hooks LiteLLM's proxy loads from the generated config: auth, policy, overload and meter.
 
-    general_settings.custom_auth: llm_fabric.gateway.hooks.user_api_key_auth
-    litellm_settings.callbacks:   llm_fabric.gateway.hooks.fabric_hooks
+    general_settings.custom_auth: llm_fabric.gateway.runtime.hooks.user_api_key_auth
+    litellm_settings.callbacks:   llm_fabric.gateway.runtime.hooks.fabric_hooks
 
 This module runs inside the proxy's own venv (`make gateway`); it reads the settings file that
 `fabric gateway config` wrote ($FABRIC_GATEWAY_SETTINGS) and appends meter records to the day's
@@ -17,6 +17,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ from fastapi import HTTPException, Request
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from llm_fabric.gateway.admission import Admission, Refusal, Ticket, retry_headers
-from llm_fabric.gateway.meter import Meter, MeterRecord, utc_timestamp
-from llm_fabric.gateway.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
-from llm_fabric.gateway.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
+from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, retry_headers
+from llm_fabric.gateway.runtime.meter import Meter
+from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
+from llm_fabric.gateway.runtime.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
+from llm_fabric.request_record import RequestRecord
 
 # open requests older than this are dropped from memory (a lost callback must not leak slots forever)
 STALE_AFTER_S = 3600.0
@@ -121,8 +123,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         if st.meter is None:
             return
         st.meter.write(
-            MeterRecord(
-                ts=utc_timestamp(opened.arrived),
+            RequestRecord(
+                ts=datetime.fromtimestamp(opened.arrived, UTC),
                 model=opened.deployment,
                 tenant=opened.tenant,
                 status=str(status),

@@ -1,4 +1,4 @@
-"""The meter: one JSON line per request in the ledger's record schema (llm_fabric.ledger.records).
+"""The meter: one JSON line per request in the foundation's record schema (llm_fabric.request_record).
 
 Rejections are records too (status 401, 403, 429, ...) with no tokens, so `fabric report` and
 `fabric ledger ingest` see refused demand; their `prompt_tokens` is null (a refused request has no
@@ -17,7 +17,6 @@ the ledger keys records by request id and day.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -25,32 +24,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import Field
-
-from llm_fabric.basemodel import FabricModel
-
-
-class MeterRecord(FabricModel):
-    """Field names and meanings are the ledger's (ledger/records.py); site and data_class are extra columns."""
-
-    ts: str = Field(description="RFC 3339, UTC: when the request arrived")
-    model: str = Field(description="the deployment name")
-    tenant: str
-    # None for a request refused before it was tokenized: it used no tokens and has no prompt length,
-    # so the month's prompt-length percentiles do not count refusals as length-0 prompts
-    prompt_tokens: int | None = None
-    completion_tokens: int = 0
-    cached_prompt_tokens: int | None = None
-    ttft_ms: float | None = None
-    status: str = Field(description="the HTTP status the client got: 200 is a success")
-    request_id: str
-    site: str | None = Field(None, description="site (or external provider) that served it")
-    data_class: str | None = None
-    prompt: str | None = None
-
-
-def utc_timestamp(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+from llm_fabric.request_record import RequestRecord
 
 
 class Meter:
@@ -69,10 +43,8 @@ class Meter:
         day = datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%d")
         return self.folder / (f"requests-{day}.{self.writer}.jsonl" if self.writer else f"requests-{day}.jsonl")
 
-    def write(self, record: MeterRecord) -> None:
-        body = record.model_dump(exclude_none=True)
-        body.setdefault("prompt_tokens", None)  # the ledger requires the column; null says "no length"
-        line = (json.dumps(body) + "\n").encode()
+    def write(self, record: RequestRecord) -> None:
+        line = record.json_line().encode()
         with self._lock:
             fd = os.open(self.path_for(self._clock()), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
             try:

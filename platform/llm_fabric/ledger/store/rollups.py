@@ -12,7 +12,7 @@
   few rows instead of sorting millions (2.7 M `month_lengths` rows for a 50 M-record month).
 
 Every column but the keys is a count or an integer sum over the records of its row's key, and the
-store only ever adds records (llm_fabric.ledger.store), so `add` keeps each table equal to what it
+store only ever adds records (llm_fabric.ledger.store.database), so `add` keeps each table equal to what it
 would be if rebuilt from all the records: it aggregates the records an ingest adds and inserts those
 rows where their day (month) had none; where it had rows (a late record), it merges them in (MERGE
 INTO): a key the table holds gets the new sums added, a new key its row. Nothing else changes: a late

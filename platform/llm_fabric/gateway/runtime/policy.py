@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llm_fabric.gateway.settings import DeploymentAccess, HookSettings, TenantAccess
+from llm_fabric.gateway.runtime.settings import DeploymentAccess, HookSettings, TenantAccess
 
 DATA_CLASS_HEADER = "x-fabric-data-class"
 # request fields only the fabric's engines understand: a client may not set them (SGLang's custom logit

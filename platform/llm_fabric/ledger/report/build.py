@@ -1,13 +1,15 @@
-"""The month's report as one JSON-able dict of figures: every output file is rendered from it.
+"""The month's report as one `MonthReport` document of figures: every output file is rendered from it.
 
 `build_report` gathers usage (records and/or Prometheus), draws up the books, reconciles the
-two sources and lists what is missing; it never fills a gap. The dict's keys are sorted and its
-tables ordered by their natural keys, so the same inputs give the same bytes (but `generated_at`).
+two sources and lists what is missing; it never fills a gap. Its tables are ordered by their
+natural keys and `MonthReport.as_json()` (the JSON-able dict the renderers read) sorts its keys, so
+the same inputs give the same bytes (but `generated_at`). `report_inputs` turns what a command is
+given (a month as text, a plan document's path) into the `ReportInputs` it reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -15,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.books import Books, ContributorLine, cents, contributor_ledger, draw_up
-from llm_fabric.ledger.engine_usage import EngineModel, EngineUsage, engine_usage
-from llm_fabric.ledger.month_report import MonthReport
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.promapi import PrometheusClient
-from llm_fabric.ledger.records import RecordFormat
-from llm_fabric.ledger.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures
+from llm_fabric.ledger.report.books import Books, ContributorLine, cents, contributor_ledger, draw_up
+from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.promapi import PrometheusClient
+from llm_fabric.ledger.store.records import RecordFormat, record_format
+from llm_fabric.ledger.store.usage import PERCENTILES, RecordUsage, Tokens, UsageFigures
+from llm_fabric.plan.document import load_plan
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import LedgerConfig
 
@@ -37,6 +40,34 @@ class ReportInputs:
     temp_dir: Path | None = None
     store: Path | None = None  # the ledger store, read when no `records` are given and it exists
     from_records: bool = False  # compute from the stored records, not the rollups (the oracle; same figures)
+
+
+def replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
+    """Which node owner each replica (deployment, index) of the plan document runs on; None without a plan."""
+    if plan_path is None:
+        return None
+    plan = load_plan(plan_path)
+    return {(r.deployment, str(r.index)): r.owner for r in plan.replicas}
+
+
+def report_inputs(
+    *,
+    month: str | None,
+    records: Sequence[Path],
+    records_format: str,
+    prometheus_url: str | None,
+    plan: Path | None,
+    store: Path | None,
+) -> ReportInputs:
+    """A report's inputs as a command names them: the month as text, the plan document as a path."""
+    return ReportInputs(
+        month=Month.parse(month) if month is not None else None,
+        records=list(records),
+        records_format=record_format(records_format),
+        prometheus_url=prometheus_url,
+        replica_owners=replica_owners(plan),
+        store=store,
+    )
 
 
 @dataclass(frozen=True)
@@ -241,8 +272,8 @@ def record_usage(
     inputs: ReportInputs, month: Month, progress: Callable[[str], None] | None = None
 ) -> tuple[RecordUsage | None, RecordOrigin | None]:
     """The month's usage from the rollups of a temporary store of `inputs.records`, else of the ledger store."""
-    from llm_fabric.ledger.store import LedgerStore  # DuckDB: only where records are read
-    from llm_fabric.ledger.usage import from_records, from_rollups
+    from llm_fabric.ledger.store.database import LedgerStore  # DuckDB: only where records are read
+    from llm_fabric.ledger.store.usage import from_records, from_rollups
 
     usage_of = from_records if inputs.from_records else from_rollups
     if inputs.records:

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.promapi import PrometheusClient
-from llm_fabric.ledger.usage import PERCENTILES, Tokens
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.promapi import PrometheusClient
+from llm_fabric.ledger.store.usage import PERCENTILES, Tokens
 
 COUNTERS = {
     "vllm:prompt_tokens_total": "input",

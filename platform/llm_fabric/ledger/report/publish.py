@@ -7,9 +7,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.ledger.manifest import MANIFEST, listed_files, write_manifest
-from llm_fabric.ledger.month_report import MonthReport
-from llm_fabric.ledger.render import render_csvs, render_html, render_json, render_markdown
+from llm_fabric.ledger.report.manifest import MANIFEST, listed_files, write_manifest
+from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.report.render import render_csvs, render_html, render_json, render_markdown
 from llm_fabric.outdir import MARKER, claim_folder
 
 

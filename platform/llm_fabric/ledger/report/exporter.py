@@ -12,14 +12,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from llm_fabric.errors import FabricError
-from llm_fabric.ledger.month_report import MonthReport
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.report import ReportInputs, build_report
+from llm_fabric.ledger.report.build import ReportInputs, build_report, report_inputs
+from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.store.period import Month
 from llm_fabric.site.loader import SiteRepo
 
 LEDGERS = (
@@ -135,3 +136,30 @@ def build_registry(site: SiteRepo, inputs: ReportInputs | None, refresh_s: float
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FabricCollector(site, inputs, refresh_s=refresh_s))
     return registry
+
+
+def exporter_inputs(
+    site: SiteRepo,
+    site_root: Path,
+    *,
+    records: tuple[Path, ...],
+    records_format: str,
+    prometheus_url: str | None,
+    plan: Path | None,
+    store: Path | None,
+) -> ReportInputs | None:
+    """What the exporter reports its books from: the given records, else the ledger store (when the site has a
+    ledger.yaml and the store exists), with Prometheus when given; None: nothing to draw books from (pools only)."""
+    from llm_fabric.ledger.store.database import site_store  # DuckDB: only where a store may be read
+
+    ledger_store = None if records or site.ledger is None else site_store(site_root, store)
+    if not (records or prometheus_url or (ledger_store is not None and ledger_store.is_file())):
+        return None
+    return report_inputs(
+        month=None,
+        records=records,
+        records_format=records_format,
+        prometheus_url=prometheus_url,
+        plan=plan,
+        store=ledger_store,
+    )

@@ -1,7 +1,7 @@
 """Usage from request records: the figures the books take from them, per model, tenant and day.
 
-Two ways to the same figures, both SQL over the store (llm_fabric.ledger.store):
-- `from_rollups` reads the rollups (llm_fabric.ledger.rollups): the month's `daily_usage` rows
+Two ways to the same figures, both SQL over the store (llm_fabric.ledger.store.database):
+- `from_rollups` reads the rollups (llm_fabric.ledger.store.rollups): the month's `daily_usage` rows
   (about 3,000 for 5 deployments and 20 tenants), its `minute_tokens` (~2 x 10^5) and its
   precomputed `month_percentiles` (nearest rank, by a running sum over the month's length counts).
 - `from_records` reads the records themselves: grouping sets for the sums, `quantile_disc` for the
@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.rollups import PERCENTILES, USAGE_FIELDS, USAGE_FROM_RECORDS, USAGE_FROM_ROLLUP
+from llm_fabric.errors import FabricError
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.rollups import PERCENTILES, USAGE_FIELDS, USAGE_FROM_RECORDS, USAGE_FROM_ROLLUP
 
 __all__ = ["PERCENTILES", "RecordUsage", "Tokens", "UsageFigures", "from_records", "from_rollups"]
 
@@ -191,3 +193,15 @@ def _usage(
         records_in_month=sum(row["requests"] for row in sets["model"].values()),
         records_outside_month=outside,
     )
+
+
+def checked_usage(con: duckdb.DuckDBPyConnection, month: Month, store: Path) -> RecordUsage:
+    """The month's figures from the raw records, which must equal its rollups' (else a FabricError)."""
+    rollups, records = from_rollups(con, month), from_records(con, month)
+    if rollups != records:
+        raise FabricError(
+            f"{store}: the rollups of {month} differ from its records",
+            hint="report this as a bug; the records are intact, and ingesting the month's files into a new "
+            "store (--store NEW) builds its rollups afresh",
+        )
+    return records

@@ -11,8 +11,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from llm_fabric.basemodel import FabricModel
-from llm_fabric.ledger import charts
-from llm_fabric.ledger.month_report import MonthReport
+from llm_fabric.ledger.report import charts
+from llm_fabric.ledger.report.month_report import MonthReport
 
 
 def _num(value: float | int | None) -> str:
@@ -39,7 +39,7 @@ def _drift(value: float | None) -> str:
 
 def _env() -> Environment:
     env = Environment(
-        loader=PackageLoader("llm_fabric.ledger", "templates"),
+        loader=PackageLoader("llm_fabric.ledger.report", "templates"),
         undefined=StrictUndefined,
         autoescape=select_autoescape(["html"]),
         keep_trailing_newline=True,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from llm_fabric.ledger.period import Month
-from llm_fabric.ledger.usage import Tokens
+from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.store.usage import Tokens
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import HardwareCost, LedgerConfig, TokenPrices
 
