@@ -14,6 +14,7 @@ from llm_fabric.engine.site_checks import site_checks as engine_checks
 from llm_fabric.enrollment.signature_checks import check_node_signatures
 from llm_fabric.errors import Problem, UsageError
 from llm_fabric.gateway.site_checks import site_checks as gateway_checks
+from llm_fabric.ledger.site_checks import site_checks as ledger_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
@@ -27,7 +28,7 @@ def site_checks() -> list[SiteCheck]:
     so one pass shows schema, reference and signature problems together.
     They are judged against the trust root of the run (`trust.trust_root`).
     """
-    return [*engine_checks, *policy_checks, *gateway_checks]
+    return [*engine_checks, *policy_checks, *gateway_checks, *ledger_checks]
 
 
 def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> ValidationReport:
@@ -61,7 +62,9 @@ def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None 
         checks += site_checks()
     for check in checks:
         for finding in check(site):
-            (report.problems if finding.severity == "config" else report.violations).append(finding.problem)
+            {"config": report.problems, "policy": report.violations, "warning": report.warnings}[
+                finding.severity
+            ].append(finding.problem)
     return report
 
 

@@ -82,8 +82,9 @@ def test_branch_commits_for_review_and_leaves_the_checkout(site_repo: Path, tmp_
     assert fabric("validate", "-C", str(site_repo)).returncode == 0
 
 
-def test_branch_that_is_checked_out_is_refused(site_repo: Path, tmp_path: Path) -> None:
+def test_branch_that_is_checked_out_is_the_checkout(site_repo: Path, tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "x.facts.json", "h100x8", uuid_salt="main")
     out = enroll(site_repo, "gpu9", bundle, "--branch", "main")
-    assert out.returncode == 2
-    assert "checked out" in out.stderr
+    assert out.returncode == 0, out.stderr
+    assert f"registered {site_repo / 'nodes' / 'gpu9.yaml'} (commit " in out.stdout
+    assert git(site_repo, "log", "-1", "--format=%s").startswith("enroll gpu9:")

@@ -130,7 +130,7 @@ def report_command(
         console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
     console.print(
         f"price ledger {books.price_ledger:,.2f} {books.currency}, operations {books.operations_ledger:,.2f}, "
-        f"recovery {books.recovery if books.recovery is not None else 'n/a'}, "
+        f"recovery {'n/a' if books.recovery is None else f'{books.recovery * 100:.1f} %'}, "
         f"institutional {books.institutional_with_cache:,.2f}"
     )
     for gap in report.data_gaps:

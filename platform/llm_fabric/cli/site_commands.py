@@ -86,6 +86,7 @@ def validate_command(site_repo: Path, as_json: bool, base_rev: str | None, keyri
         console.print(f"key change: {change}", markup=False)
     print_problems("problems", report.problems)
     print_problems("policy violations", report.violations, style="yellow")
+    print_problems("warnings", report.warnings, style="yellow")
     counts = ", ".join(f"{v} {k}" for k, v in report.summary.items())
     if report.exit_code == 0:
         console.print(f"[green]valid[/]: {site_repo} ({counts})")

@@ -16,6 +16,7 @@ from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.playbook_runner import Connection, Target
 from llm_fabric.signing import default_private_key_path, load_private_key
+from llm_fabric.site import gitrepo
 from llm_fabric.site.loader import SiteRepo, collect_site
 from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
 from llm_fabric.site.paths import check_name
@@ -48,7 +49,16 @@ class EnrollResult:
 
 
 def _site(request: EnrollRequest) -> SiteRepo:
-    site, problems = collect_site(request.site_root)
+    """The site the enrolment is judged against: the branch it is committed onto (`gitrepo.branch_tree`)."""
+    if request.branch is None or gitrepo.is_checked_out(request.site_root, request.branch):
+        if gitrepo.is_repo(request.site_root) and not request.dry_run:
+            # the manifest is committed alone: over an uncommitted owner or site it would not validate
+            deps = ["fabric.yaml", f"tenants/{request.owner}.yaml"]
+            gitrepo.require_committed(request.site_root, deps, "`fabric enroll`")
+        site, problems = collect_site(request.site_root)
+    else:
+        with gitrepo.branch_tree(request.site_root, request.branch) as judged:
+            site, problems = collect_site(judged)
     if site is None:
         raise ConfigError(problems, summary=f"{request.site_root} is not a usable site repo")
     if request.site not in site.config.sites:
@@ -57,7 +67,8 @@ def _site(request: EnrollRequest) -> SiteRepo:
     if tenant is None or not tenant.contributor:
         contributors = sorted(n for n, t in site.tenants.items() if t.contributor)
         raise UsageError(
-            f"`{request.owner}` is not a contributor tenant of this federation",
+            f"`{request.owner}` is not a contributor tenant of this federation"
+            + (f" (on branch {request.branch})" if request.branch else ""),
             hint=f"contributors: {', '.join(contributors) or 'none'} "
             f"(add tenants/{request.owner}.yaml with contributor: true)",
         )

@@ -80,8 +80,11 @@ def register(
 ) -> Registration:
     """Sign and commit the manifest; with `branch`, commit it onto that branch and leave the checkout as it is.
 
-    A branch is checked against the nodes of the checkout (what has landed), like a direct enrolment.
+    A branch is checked against the nodes of the checkout (what has landed), like a direct enrolment;
+    the branch checked out is the checkout.
     """
+    if gitrepo.is_checked_out(root, branch):
+        branch = None
     with registry_lock(root):
         nodes = load_nodes(root)
         refuse_claimed_gpus(manifest, nodes)

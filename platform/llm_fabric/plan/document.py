@@ -152,6 +152,17 @@ class SiteUsage(FabricModel):
     gpus_free: int
 
 
+class NodeEntry(FabricModel):
+    """A node of the site repo as the plan saw it: what a review compares (`PlanDiff.nodes`)."""
+
+    name: str
+    site: str
+    owner: str
+    status: Literal["active", "cordoned", "retired"]
+    gpus: int = Field(description="GPUs on the node, whatever its status")
+    gpu_model: str = Field(description="GPU catalog id")
+
+
 class SolverReport(FabricModel):
     status: Literal["optimal", "feasible", "first-fit", "infeasible", "unknown", "model_invalid", "trivial"] = Field(
         description="first-fit: the solver improved nothing within its time limit; the plan is the greedy start"
@@ -187,8 +198,41 @@ class CapacityDelta(FabricModel):
     tokens_per_s_after: float
 
 
+NodeChangeKind = Literal["added", "removed", "retired", "cordoned", "uncordoned", "changed"]
+
+
+class NodeChange(FabricModel):
+    node: str
+    site: str
+    change: NodeChangeKind = Field(description="removed: its manifest is gone; changed: its GPUs, site or owner differ")
+    before: str | None = Field(None, description="status and GPUs before, e.g. `active, 4x h200`")
+    after: str | None = None
+
+
+class GpuDelta(FabricModel):
+    """Schedulable (active) GPUs of one class at one site, before and after."""
+
+    site: str
+    gpu_model: str
+    gpus_before: int
+    gpus_after: int
+
+
+class SiteDelta(FabricModel):
+    """A site's schedulable GPUs and the ones no replica uses, before and after."""
+
+    site: str
+    gpus_before: int
+    gpus_after: int
+    free_before: int
+    free_after: int
+
+
 class PlanDiff(FabricModel):
     base_revision: str
+    nodes: list[NodeChange] = Field(default_factory=list)
+    gpus: list[GpuDelta] = Field(default_factory=list)
+    sites: list[SiteDelta] = Field(default_factory=list)
     replicas: list[ReplicaChange]
     capacity: list[CapacityDelta]
     new_violations: list[Violation]
@@ -199,7 +243,10 @@ class PlanDiff(FabricModel):
     @property
     def empty(self) -> bool:
         return not (
-            self.replicas
+            self.nodes
+            or self.gpus
+            or self.sites
+            or self.replicas
             or self.capacity
             or self.new_violations
             or self.resolved_violations
@@ -221,6 +268,7 @@ class Plan(FabricModel):
     shortfalls: list[Shortfall] = Field(default_factory=list)
     owners: dict[str, OwnerAllocation] = Field(default_factory=dict)
     sites: dict[str, SiteUsage] = Field(default_factory=dict)
+    nodes: list[NodeEntry] = Field(default_factory=list, description="every node manifest, retired ones too")
     violations: list[Violation] = Field(default_factory=list)
     reclaim_order: list[str] = Field(default_factory=list)
     solver: SolverReport

@@ -11,7 +11,14 @@ from llm_fabric.engine.engines import command_for, deployment_engine
 from llm_fabric.engine.parallelism import Layout
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
-from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage, SpeedFigures
+from llm_fabric.plan.document import (
+    DeploymentCapacity,
+    NodeEntry,
+    OwnerAllocation,
+    ReplicaPlacement,
+    SiteUsage,
+    SpeedFigures,
+)
 from llm_fabric.plan.sizing import contexts, replica_estimates
 from llm_fabric.plan.solver.placement import Demand
 from llm_fabric.policies.allocation import OwnerShare
@@ -186,3 +193,12 @@ def site_usage(site: SiteRepo, replicas: list[ReplicaPlacement]) -> dict[str, Si
             site=name, country=spec.jurisdiction.country, gpus_total=total, gpus_used=used, gpus_free=total - used
         )
     return out
+
+
+def node_entries(site: SiteRepo) -> list[NodeEntry]:
+    return [
+        NodeEntry(
+            name=n.name, site=n.site, owner=n.owner, status=n.status, gpus=n.gpus.count, gpu_model=n.gpus.catalog_id
+        )
+        for n in sorted(site.nodes.values(), key=lambda n: n.name)
+    ]

@@ -16,7 +16,7 @@ from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
-from llm_fabric.plan.figures import deployment_capacity, engine_for, owner_allocations, site_usage
+from llm_fabric.plan.figures import deployment_capacity, engine_for, node_entries, owner_allocations, site_usage
 from llm_fabric.plan.multinode import MultiNodePlan, plan_multi_node
 from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
 from llm_fabric.plan.sizing import Sizing, size_on
@@ -492,6 +492,7 @@ def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float |
         shortfalls=shortfalls_of(problem, sol, infos, replicas),
         owners=owner_allocations(site, ctx.shares, replicas),
         sites=site_usage(site, replicas),
+        nodes=node_entries(site),
         violations=evaluate_policies(site, ctx.facts),
         reclaim_order=list(allocation_policy(ctx.policies).reclaim_order),
         solver=_solver_report(sol, len(classes)),

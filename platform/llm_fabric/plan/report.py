@@ -127,6 +127,36 @@ def _verdicts(plan: Plan) -> Section:
     return Section("Policy verdicts", ("rule", "objects", "what", "what would satisfy it"), rows, notes)
 
 
+def _node_diff(diff: PlanDiff) -> list[Section]:
+    nodes = Section(
+        f"Changes against {diff.base_revision}: nodes",
+        ("node", "site", "change", "before", "after"),
+        [(c.node, c.site, c.change, c.before or "-", c.after or "-") for c in diff.nodes],
+        () if diff.nodes else ("no node is added, removed, retired, cordoned or changed",),
+    )
+    rows = [
+        (g.site, g.gpu_model, f"{g.gpus_before} -> {g.gpus_after}", f"{g.gpus_after - g.gpus_before:+d}", "-")
+        for g in diff.gpus
+    ]
+    rows += [
+        (
+            s.site,
+            "all",
+            f"{s.gpus_before} -> {s.gpus_after}",
+            f"{s.gpus_after - s.gpus_before:+d}",
+            f"{s.free_before} -> {s.free_after}",
+        )
+        for s in diff.sites
+    ]
+    gpus = Section(
+        f"Changes against {diff.base_revision}: GPUs (schedulable)",
+        ("site", "GPU", "GPUs", "change", "free"),
+        rows,
+        () if rows else ("schedulable and free GPUs unchanged",),
+    )
+    return [nodes, gpus]
+
+
 def _diff(diff: PlanDiff) -> list[Section]:
     moves = Section(
         f"Changes against {diff.base_revision}: replicas",
@@ -147,7 +177,7 @@ def _diff(diff: PlanDiff) -> list[Section]:
             )
             for c in diff.capacity
         ],
-        () if diff.capacity else ("capacity unchanged",),
+        () if diff.capacity else ("deployment capacity unchanged",),
     )
     rows = [("new", v.rule, v.message) for v in diff.new_violations]
     rows += [("resolved", v.rule, v.message) for v in diff.resolved_violations]
@@ -165,7 +195,7 @@ def _diff(diff: PlanDiff) -> list[Section]:
         rows,
         () if rows else ("no new policy violation or shortfall",),
     )
-    return [moves, cap, pol]
+    return [*_node_diff(diff), moves, cap, pol]
 
 
 def sections(plan: Plan, diff: PlanDiff | None = None) -> list[Section]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
-from llm_fabric.atomicio import remove_temp_files
+from llm_fabric.atomicio import remove_temp_files, write_atomic
 from llm_fabric.errors import UsageError
 
 _IDENTITY = {
@@ -150,3 +150,46 @@ def commit_to_branch(root: Path, branch: str, files: dict[str, str], message: st
         # compare-and-swap: the branch must still be where it was read (or still absent)
         _plumbing(root, "update-ref", ref, commit, existing or "0" * 40, env=env)
         return commit
+
+
+def is_checked_out(root: Path, branch: str | None) -> bool:
+    """True when `branch` is the branch checked out in `root` (a command writing to it commits to the checkout)."""
+    if branch is None:
+        return False
+    return git(root, "symbolic-ref", "-q", "HEAD", check=False).strip() == f"refs/heads/{branch}"
+
+
+def require_committed(root: Path, paths: Sequence[str], command: str) -> None:
+    """UsageError (exit 2) naming the files among `paths` that differ from HEAD (modified, staged or untracked).
+
+    A command that commits judges its change against these files but commits only its own: over
+    uncommitted edits it would leave a commit that `fabric validate` of the history rejects.
+    """
+    dirty = [line[3:] for line in git(root, "status", "--porcelain", "--", *paths).splitlines() if line.strip()]
+    if dirty:
+        raise UsageError(
+            f"{command} depends on uncommitted changes: {', '.join(dirty)}",
+            hint=f"commit them first (git -C {root} commit {' '.join(dirty)}), or undo them "
+            f"(git -C {root} checkout -- {' '.join(dirty)}); nothing was written",
+        )
+
+
+@contextmanager
+def branch_tree(root: Path, branch: str | None) -> Iterator[Path]:
+    """The folder a command that commits onto `branch` judges its change against.
+
+    Without a branch, or with the branch checked out, that is the checkout. Otherwise it is the branch's
+    committed tree (HEAD's, for a branch that does not exist yet and will start there), written to a
+    temporary folder: what is already on a review branch counts, the checkout's edits do not.
+    """
+    if branch is None or is_checked_out(root, branch):
+        yield root
+        return
+    exists = git(root, "rev-parse", "-q", "--verify", f"refs/heads/{branch}^{{commit}}", check=False).strip()
+    rev = f"refs/heads/{branch}" if exists else "HEAD"
+    with tempfile.TemporaryDirectory(prefix="fabric-branch-") as tmp:
+        for name in git(root, "ls-tree", "-r", "--name-only", rev).splitlines():
+            text = show_file(root, rev, name)
+            if text is not None:
+                write_atomic(Path(tmp) / name, text)
+        yield Path(tmp)

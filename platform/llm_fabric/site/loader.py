@@ -180,7 +180,9 @@ def load_site(root: Path) -> SiteRepo:
 
 def _unknown(kind: str, value: str, known: list[str]) -> tuple[str, str]:
     guess = suggest(value, known)
-    hint = f"did you mean `{guess}`?" if guess else f"known {kind}s: {', '.join(known) or 'none'}"
+    hint = (
+        f"did you mean `{guess}`?" if guess else (f"known: {', '.join(known)}" if known else f"no {kind} is declared")
+    )
     return f"unknown {kind} `{value}`", hint
 
 

@@ -2,7 +2,9 @@
 
 A new tenant file is checked before it is written: a valid model, a name no other tenant has, data
 classes that fabric.yaml declares. It is committed alone, to the checkout or (`branch`) to a review
-branch, like an enrolment.
+branch, like an enrolment, and judged against what it is committed onto: the branch's committed files
+(so a tenant already on the review branch counts), or the checkout, whose fabric.yaml must then have no
+uncommitted changes (the commit would hold the tenant without the data classes it names).
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ def new_tenant(
     limits: Limits | None = None,
     branch: str | None = None,
 ) -> AddedTenant:
-    site = _site(root)
+    if gitrepo.is_checked_out(root, branch):
+        branch = None  # --branch names the checkout: commit there
+    if branch is None and gitrepo.is_repo(root):
+        gitrepo.require_committed(root, ["fabric.yaml"], f"`fabric tenants add {name}`")
     path = root / TENANTS / f"{name}.yaml"
     body = {"version": 1, "name": name, "display_name": display_name, "contributor": contributor}
     body |= {"data_classes": data_classes}
@@ -65,16 +70,8 @@ def new_tenant(
         Tenant.model_validate(body)
     except ValidationError as exc:
         raise ConfigError(problems_from_validation(exc, Document(path=path, tree=body), Tenant)) from exc
-    if name in site.tenants or path.exists():
-        raise UsageError(f"tenant `{name}` exists ({path})", hint=f"see `fabric tenants show {name} -C {root}`")
-    known = sorted(site.config.data_classes)
-    for data_class in data_classes:
-        if data_class not in known:
-            guess = suggest(data_class, known)
-            raise UsageError(
-                f"data class `{data_class}` is not declared in fabric.yaml",
-                hint=f"did you mean `{guess}`?" if guess else f"data classes: {', '.join(known)}",
-            )
+    with gitrepo.branch_tree(root, branch) as judged:
+        _check_new_tenant(_site(judged), name, data_classes, judged / TENANTS / f"{name}.yaml")
     text = f"{modeline(Path(TENANTS) / path.name)}\n{dump_yaml(body)}"
     message = f"tenants: add {name}" + (" (contributor)" if contributor else "")
     if branch is not None:
@@ -83,6 +80,19 @@ def new_tenant(
     write_atomic(path, text, mode=0o644)
     commit = gitrepo.commit_paths(root, [path], message) if gitrepo.is_repo(root) else None
     return AddedTenant(path, commit, None)
+
+
+def _check_new_tenant(site: SiteRepo, name: str, data_classes: list[str], path: Path) -> None:
+    if name in site.tenants or path.exists():
+        raise UsageError(f"tenant `{name}` exists ({TENANTS}/{path.name})", hint=f"see `fabric tenants show {name}`")
+    known = sorted(site.config.data_classes)
+    for data_class in data_classes:
+        if data_class not in known:
+            guess = suggest(data_class, known)
+            raise UsageError(
+                f"data class `{data_class}` is not declared in fabric.yaml",
+                hint=f"did you mean `{guess}`?" if guess else f"data classes: {', '.join(known)}",
+            )
 
 
 def tenant_summaries(root: Path) -> list[TenantSummary]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import calendar
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from llm_fabric.ledger.store.period import Month
@@ -48,10 +48,16 @@ def _months_after(start: date, months: int) -> date:
     return date(year, month, min(start.day, calendar.monthrange(year, month)[1]))
 
 
-def hardware_share(hw: HardwareCost, config: LedgerConfig, month: Month) -> HardwareShare:
-    """The month's share of one machine: capex x (1 + overhead) / amortisation months, pro rata by day."""
+def hardware_share(
+    hw: HardwareCost, config: LedgerConfig, month: Month, until: datetime | None = None
+) -> HardwareShare:
+    """The month's share of one machine: capex x (1 + overhead) / amortisation months, pro rata by day.
+
+    With `until` inside the month (a month in progress) only the days begun by then count.
+    """
     end_of_life = _months_after(hw.in_service, config.amortisation_months)
-    days = [d for d in month.days if hw.in_service <= d < end_of_life]
+    elapsed = month.days if until is None else month.days_until(until)
+    days = [d for d in elapsed if hw.in_service <= d < end_of_life]
     full = hw.capex * (1 + config.overhead_pct / Decimal(100)) / Decimal(config.amortisation_months)
     return HardwareShare(hw.node, hw.capex, len(days), full * Decimal(len(days)) / Decimal(len(month.days)))
 
@@ -118,8 +124,11 @@ class Books:
         }
 
 
-def draw_up(config: LedgerConfig, month: Month, usage: Mapping[str, Tokens]) -> Books:
-    """The month's books from per-deployment token counts and ledger.yaml (prices applied now)."""
+def draw_up(config: LedgerConfig, month: Month, usage: Mapping[str, Tokens], until: datetime | None = None) -> Books:
+    """The month's books from per-deployment token counts and ledger.yaml (prices applied now).
+
+    `until`: the report's time; in a month in progress operations are prorated to the days begun by then.
+    """
     commercial = config.commercial_reference.prices
     lines: list[PriceLine] = []
     unpriced: list[str] = []
@@ -137,7 +146,7 @@ def draw_up(config: LedgerConfig, month: Month, usage: Mapping[str, Tokens]) -> 
                 commercial_without_cache=price_tokens(tokens, commercial, cache_pricing=False),
             )
         )
-    hardware = [hardware_share(hw, config, month) for hw in sorted(config.hardware, key=lambda h: h.node)]
+    hardware = [hardware_share(hw, config, month, until) for hw in sorted(config.hardware, key=lambda h: h.node)]
     return Books(config.currency, lines, hardware, unpriced)
 
 

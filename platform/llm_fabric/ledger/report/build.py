@@ -165,7 +165,10 @@ def data_gaps(
     elapsed = month.days_until(now)
     gaps: list[str] = []
     if now < month.end:
-        gaps.append(f"the month is not over: figures cover {month.first_day.isoformat()} to {now:%Y-%m-%d %H:%M} UTC")
+        gaps.append(
+            f"partial month: the month is not over, figures cover {month.first_day.isoformat()} to "
+            f"{now:%Y-%m-%d %H:%M} UTC; operations are prorated to {len(elapsed)} of {len(month.days)} days"
+        )
     if records is None:
         gaps.append("no request records given: per-tenant figures and exact percentiles are unavailable")
     else:
@@ -318,6 +321,18 @@ def _unknown_gaps(unknown: dict[str, list[dict[str, Any]]]) -> list[str]:
     return gaps
 
 
+def _unpriced_gaps(unpriced: list[str], deployments: set[str]) -> list[str]:
+    """Deployments of the site repo used this month without reference prices (unknown models are listed apart)."""
+    names = [n for n in unpriced if n in deployments]
+    if not names:
+        return []
+    listed = ", ".join(f"`{n}`" for n in names)
+    return [
+        f"no reference price for {listed} in ledger.yaml: their usage books 0.00 in the price ledger "
+        "(add reference_prices for them)"
+    ]
+
+
 def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str], None] | None = None) -> MonthReport:
     """Every figure of the month's report (see docs/ledger.md for each key)."""
     config = _ledger_config(site)
@@ -333,13 +348,14 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
         raise UsageError("no month given", hint="pass --month YYYY-MM")
     now = inputs.now or datetime.now(UTC)
     month = inputs.month
+    month.require_begun(now)
     records, origin = record_usage(inputs, month, progress)
     engine = None
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
         engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
     models = merge_models(records, engine)
-    books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()})
+    books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()}, now)
     pairs = records.by_model_tenant if records else {}
     served: dict[str, Tokens] | None = None
     if engine is not None:
@@ -384,6 +400,8 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
             "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
             "drift_warning_pct": float(config.drift_warning_pct),
             "unknown_in_records": unknown,
-            "data_gaps": data_gaps(month, now, records, engine, origin) + _unknown_gaps(unknown),
+            "data_gaps": data_gaps(month, now, records, engine, origin)
+            + _unpriced_gaps(books.unpriced, set(site.deployments))
+            + _unknown_gaps(unknown),
         }
     )

@@ -52,3 +52,11 @@ class Month:
     def days_until(self, now: datetime) -> list[date]:
         """Days of the month that have begun by `now` (all of them for a past month)."""
         return [d for d in self.days if datetime(d.year, d.month, d.day, tzinfo=UTC) <= now]
+
+    def require_begun(self, now: datetime) -> None:
+        """UsageError (exit 2) for a month that has not begun by `now`: there is nothing to report yet."""
+        if now < self.start:
+            raise UsageError(
+                f"month {self} has not begun: it begins on {self.first_day.isoformat()}",
+                hint=f"report a month that has begun (the current one, {now:%Y-%m}, is reported as partial)",
+            )
