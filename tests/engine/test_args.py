@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env
 from llm_fabric.engine.loop_guard_config import PLUGIN_CLASS, loop_guard_flags
 from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from llm_fabric.engine.engines import command_for, deployment_engine
+from llm_fabric.engine.backends import command_for, deployment_engine
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.sglang_args import LAUNCHER
+from llm_fabric.engine.sglang.command import LAUNCHER
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.site.models import Deployment
 

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.args import engine_command
-from llm_fabric.engine.capacity import GB, RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.capacity.model import GB, RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.sglang_args import (
+from llm_fabric.engine.sglang.command import (
     LAUNCHER,
     POOL_PRIORITY,
     SGLANG_VERSION,
     mem_fraction_static,
     sglang_command,
 )
+from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 

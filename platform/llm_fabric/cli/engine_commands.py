@@ -12,10 +12,10 @@ from rich.table import Table
 from llm_fabric.cli.output import FabricConsole, console, print_json
 
 if TYPE_CHECKING:
-    from llm_fabric.engine.capacity import CapacityEstimate
+    from llm_fabric.engine.capacity.model import CapacityEstimate
 
 # The engine's modules load recipes and the GPU catalog: imported inside the commands, so that other
-# `fabric` commands do not pay for them. llm_fabric.engine.capacity.DEFAULT_CONTEXT_TOKENS, spelled out
+# `fabric` commands do not pay for them. llm_fabric.engine.capacity.model.DEFAULT_CONTEXT_TOKENS, spelled out
 # for the same reason (tests/cli/test_startup.py checks that the two agree).
 DEFAULT_CONTEXT_TOKENS = 8192
 
@@ -204,12 +204,12 @@ def capacity_command(
         return _site(site_dir, as_json)
     if not (model and gpu_id and count):
         raise click.UsageError("--model, --gpu and --count are required (or -C DIR for a site repo)")
-    from llm_fabric.engine.capacity import LatencyTarget, estimate
+    from llm_fabric.engine.capacity.model import LatencyTarget, estimate
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     if engine == "sglang":
-        from llm_fabric.engine.sglang_capacity import sglang_estimate
+        from llm_fabric.engine.sglang.capacity import sglang_estimate
 
         sg = sglang_estimate(
             get_recipe(model),
@@ -262,7 +262,7 @@ def capacity_command(
 
 
 def _site(site_dir: Path, as_json: bool) -> int:
-    from llm_fabric.engine.site_capacity import site_capacity
+    from llm_fabric.engine.capacity.site import site_capacity
     from llm_fabric.site.loader import load_site
 
     rows = site_capacity(load_site(site_dir))
@@ -363,10 +363,10 @@ def engine_args_command(
       fabric engine-args --model deepseek-v3 --gpu h100-sxm --count 16 --node-rank 1   # the second node
       fabric engine-args --model deepseek-v3.2 --gpu b200 --count 8 --engine sglang --attn-dp 8 --ep 8
     """
-    from llm_fabric.engine.capacity import estimate
-    from llm_fabric.engine.engines import command_for
+    from llm_fabric.engine.backends import command_for
+    from llm_fabric.engine.capacity.model import estimate
     from llm_fabric.engine.recipes import get_recipe
-    from llm_fabric.engine.sglang_args import sglang_command
+    from llm_fabric.engine.sglang.command import sglang_command
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)

@@ -71,8 +71,8 @@ def run_command(
     """
     if not local:
         raise UsageError("only --local is supported", hint="add --local")
-    from llm_fabric.engine.args import engine_command
     from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.engine.vllm.command import engine_command
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(recipe_id)
@@ -280,9 +280,9 @@ def check_args_command(engine: str, as_json: bool) -> int:
       fabric engine check-args
       fabric engine check-args --engine sglang
     """
-    from llm_fabric.engine.sglang_args import SGLANG_VERSION
-    from llm_fabric.engine.sglang_check import check_with_sglang, sglang_cases
-    from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
+    from llm_fabric.engine.sglang.check import check_with_sglang, sglang_cases
+    from llm_fabric.engine.sglang.command import SGLANG_VERSION
+    from llm_fabric.engine.vllm.check import check_with_vllm, recipe_cases
 
     if engine == "sglang":
         cases, refused = sglang_cases()

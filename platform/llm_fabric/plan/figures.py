@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.capacity import CapacityEstimate
-from llm_fabric.engine.engines import command_for, deployment_engine
-from llm_fabric.engine.parallelism import Layout
+from llm_fabric.engine.backends import command_for, deployment_engine
+from llm_fabric.engine.capacity.model import CapacityEstimate
+from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import DeploymentCapacity, OwnerAllocation, ReplicaPlacement, SiteUsage, SpeedFigures

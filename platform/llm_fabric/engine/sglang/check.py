@@ -1,6 +1,6 @@
 """Every recipe's SGLang command on every GPU that can run it, checked by SGLang's own argument parser.
 
-The counterpart of `llm_fabric.engine.vllm_check`. The cases are built here with `sglang_command`;
+The counterpart of `llm_fabric.engine.vllm.check`. The cases are built here with `sglang_command`;
 SGLang's parser runs in the engine venv over the pinned wheel that `make engine` fetched without
 dependencies and unpacked into `.cache/sglang/<version>/` (`llm_fabric.engine.runtime.sglang_probe`,
 one subprocess for all cases). Nothing is downloaded here: a missing cache is a UsageError naming
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.engine.sglang_args import SGLANG_VERSION, sglang_command
-from llm_fabric.engine.vllm_check import ArgCase, ArgVerdict, run_probe
+from llm_fabric.engine.sglang.command import SGLANG_VERSION, sglang_command
+from llm_fabric.engine.vllm.check import ArgCase, ArgVerdict, run_probe
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -25,7 +25,7 @@ WHEEL_CACHE = Path(".cache") / "sglang"
 def wheel_dir(explicit: Path | None = None) -> Path:
     """The unpacked pinned SGLang wheel: FABRIC_SGLANG_WHEEL_DIR, or the checkout's .cache/sglang/VERSION."""
     env = os.environ.get("FABRIC_SGLANG_WHEEL_DIR")
-    folder = explicit or (Path(env) if env else Path(__file__).resolve().parents[3] / WHEEL_CACHE / SGLANG_VERSION)
+    folder = explicit or (Path(env) if env else Path(__file__).resolve().parents[4] / WHEEL_CACHE / SGLANG_VERSION)
     if not (folder / "sglang" / "srt" / "server_args.py").is_file():
         raise UsageError(
             f"the SGLang {SGLANG_VERSION} wheel is not unpacked in {folder}",

@@ -13,9 +13,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from llm_fabric.engine.args import engine_command
 from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
+from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.errors import FabricError, PolicyRefusal
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -57,7 +57,7 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
 def layout_cases(recipes: dict[str, Recipe] | None = None) -> list[ArgCase]:
     """Every parallelism layout the capacity model can choose, for every node of a multi-node replica:
     DP-EP on one node and on two, TP x PP on two nodes (leader and headless worker)."""
-    from llm_fabric.engine.parallelism import Layout, dp_ep_layout, tp_layout
+    from llm_fabric.engine.capacity.parallelism import Layout, dp_ep_layout, tp_layout
 
     cases: list[ArgCase] = []
     gpu = load_gpu_catalog().get("h200")

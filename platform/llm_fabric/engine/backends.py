@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from llm_fabric.engine.args import EngineCommand, engine_command
-from llm_fabric.engine.parallelism import Layout, tp_layout
+from llm_fabric.engine.capacity.parallelism import Layout, tp_layout
 from llm_fabric.engine.recipes import EngineName, Recipe
-from llm_fabric.engine.sglang_args import sglang_command
+from llm_fabric.engine.sglang.command import sglang_command
+from llm_fabric.engine.vllm.command import EngineCommand, engine_command
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.site.models import Deployment

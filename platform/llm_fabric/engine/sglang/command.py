@@ -1,8 +1,8 @@
 """`python -m sglang.launch_server` arguments and environment for a recipe on a GPU model (SGLang 0.5.23).
 
-The counterpart of `llm_fabric.engine.args` (vLLM). Every flag name below is SGLang's own, as its
+The counterpart of `llm_fabric.engine.vllm.command` (vLLM). Every flag name below is SGLang's own, as its
 `ServerArgs` declares it in the pinned wheel (`sglang/srt/arg_groups/fields/`); the generated
-commands are checked by that parser (`llm_fabric.engine.sglang_check`). What differs from vLLM:
+commands are checked by that parser (`llm_fabric.engine.sglang.check`). What differs from vLLM:
 
 - memory: `--mem-fraction-static` is the share of GPU memory for weights plus the KV pool only;
   activations and CUDA graphs live in the rest. vLLM's `--gpu-memory-utilization` is the engine's
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 
-from llm_fabric.engine.args import ENGINE_PORT, EngineCommand, _checked, generation_override
-from llm_fabric.engine.capacity import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.capacity.model import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.capacity.model_shape import GB
 from llm_fabric.engine.loop_guard_config import loop_guard_settings
-from llm_fabric.engine.model_shape import GB
 from llm_fabric.engine.recipes import Recipe, SglangSettings
+from llm_fabric.engine.vllm.command import ENGINE_PORT, EngineCommand, _checked, generation_override
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from llm_fabric.engine.capacity import default_max_num_seqs
+from llm_fabric.engine.capacity.model import default_max_num_seqs
+from llm_fabric.engine.capacity.parallelism import Layout, engine_parallel_args
 from llm_fabric.engine.loop_guard_config import loop_guard_flags
-from llm_fabric.engine.parallelism import Layout, engine_parallel_args
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import GpuSpec
@@ -33,7 +33,7 @@ class EngineCommand:
     args: list[str]
     env: dict[str, str]
     request_defaults: dict[str, float | int] = field(default_factory=dict)
-    launcher: tuple[str, ...] = ("vllm", "serve")  # SGLang's: llm_fabric.engine.sglang_args.LAUNCHER
+    launcher: tuple[str, ...] = ("vllm", "serve")  # SGLang's: llm_fabric.engine.sglang.command.LAUNCHER
 
     def argv(self) -> list[str]:
         """The full command line, `vllm serve MODEL ...` or `python3 -m sglang.launch_server --model-path ...`."""
