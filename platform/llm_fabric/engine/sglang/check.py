@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from llm_fabric.engine.argcheck import ArgCase, ArgVerdict, run_probe
+from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.engine.sglang.command import SGLANG_VERSION, sglang_command
-from llm_fabric.engine.vllm.check import ArgCase, ArgVerdict, run_probe
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -50,9 +51,9 @@ def sglang_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                     for dp, ep in shapes:
                         label = f"{recipe.id} on {gpu.id} ({quant}, kv {kv}, tp {tp}, dp-attn {dp}, ep {ep})"
                         try:
-                            command = sglang_command(
+                            serving = ServingArgs(
                                 recipe,
-                                gpu=gpu,
+                                gpu,
                                 tensor_parallel_size=tp,
                                 attn_dp_size=dp,
                                 ep_size=ep,
@@ -60,6 +61,7 @@ def sglang_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                                 kv_cache_dtype=kv,
                                 priority_scheduling=True,
                             )
+                            command = sglang_command(serving)
                         except PolicyRefusal:
                             refused.append(label)
                             continue
