@@ -17,7 +17,7 @@ import platform
 import statistics
 import time
 
-from llm_fabric.engine.capacity import LatencyTarget, estimate
+from llm_fabric.engine.capacity.model import LatencyTarget, estimate
 from llm_fabric.engine.recipes import load_recipes
 from llm_fabric.hardware.catalog import load_gpu_catalog
 

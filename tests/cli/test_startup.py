@@ -17,7 +17,7 @@ import pytest
 
 from llm_fabric.cli import deploy_commands, engine_commands
 from llm_fabric.deploy.build import STACK_ORDER
-from llm_fabric.engine.capacity import DEFAULT_CONTEXT_TOKENS
+from llm_fabric.engine.capacity.model import DEFAULT_CONTEXT_TOKENS
 
 # what only some commands need: site models, recipes, Ansible, DuckDB, schemas, templates, the deploy stack
 HEAVY = [

@@ -14,7 +14,7 @@ import yaml
 
 from llm_fabric.cli.main import main
 from llm_fabric.deploy import labels as L
-from llm_fabric.engine.sglang_args import LAUNCHER
+from llm_fabric.engine.sglang.command import LAUNCHER
 from tests.deploy.crdschemas import crds_or_skip
 
 

@@ -163,7 +163,7 @@ def document_namespace(namespace: dict[str, object]) -> None:
     hence CI, which runs `make engine` first) it counts as there, so a missing wheel fails the block
     instead of skipping it, as the engine tests do (tests/fixtures/engine.py).
     """
-    from llm_fabric.engine.sglang_check import wheel_dir
+    from llm_fabric.engine.sglang.check import wheel_dir
     from llm_fabric.errors import UsageError
 
     try:

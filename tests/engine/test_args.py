@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env
 from llm_fabric.engine.loop_guard_config import PLUGIN_CLASS, loop_guard_flags
 from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -21,7 +22,9 @@ def _value(args: list[str], flag: str) -> str:
 
 
 def test_kimi_on_b300() -> None:
-    cmd = engine_command(get_recipe("kimi-k2.6"), gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=4)
+    cmd = engine_command(
+        ServingArgs(get_recipe("kimi-k2.6"), gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=4)
+    )
     assert cmd.args[0] == "moonshotai/Kimi-K2.6"
     assert _value(cmd.args, "--tensor-parallel-size") == "4"
     assert _value(cmd.args, "--tool-call-parser") == "kimi_k2" and "--enable-auto-tool-choice" in cmd.args
@@ -34,13 +37,15 @@ def test_kimi_on_b300() -> None:
 
 def test_dedicated_glm_with_presence_penalty_and_fp8_kv() -> None:
     cmd = engine_command(
-        get_recipe("glm-5.1"),
-        gpu=load_gpu_catalog().get("b300"),
-        tensor_parallel_size=2,
-        quantization="nvfp4",
-        kv_cache_dtype="fp8",
-        max_model_len=131072,
-        priority_scheduling=True,
+        ServingArgs(
+            get_recipe("glm-5.1"),
+            gpu=load_gpu_catalog().get("b300"),
+            tensor_parallel_size=2,
+            quantization="nvfp4",
+            kv_cache_dtype="fp8",
+            max_model_len=131072,
+            priority_scheduling=True,
+        ),
     )
     assert _value(cmd.args, "--scheduling-policy") == "priority"
     assert _value(cmd.args, "--kv-cache-dtype") == "fp8"
@@ -53,12 +58,16 @@ def test_dedicated_glm_with_presence_penalty_and_fp8_kv() -> None:
 def test_refusals() -> None:
     catalog = load_gpu_catalog()
     with pytest.raises(PolicyRefusal, match="not native on sm_90"):
-        engine_command(get_recipe("glm-5.1"), gpu=catalog.get("h200"), tensor_parallel_size=8, quantization="nvfp4")
+        engine_command(
+            ServingArgs(get_recipe("glm-5.1"), gpu=catalog.get("h200"), tensor_parallel_size=8, quantization="nvfp4")
+        )
     with pytest.raises(UsageError, match="tensor-parallel size 3"):
-        engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=3)
+        engine_command(ServingArgs(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=3))
     with pytest.raises(UsageError, match="exceeds"):
         engine_command(
-            get_recipe("gpt-oss-120b"), gpu=catalog.get("h200"), tensor_parallel_size=1, max_model_len=1_000_000
+            ServingArgs(
+                get_recipe("gpt-oss-120b"), gpu=catalog.get("h200"), tensor_parallel_size=1, max_model_len=1_000_000
+            )
         )
 
 
@@ -94,24 +103,24 @@ def test_cli_engine_args(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_engine_command_loads_the_loop_guard_with_its_recipe_settings() -> None:
     catalog = load_gpu_catalog()
-    kimi = engine_command(get_recipe("kimi-k2.6"), gpu=catalog.get("b300"), tensor_parallel_size=4)
+    kimi = engine_command(ServingArgs(get_recipe("kimi-k2.6"), gpu=catalog.get("b300"), tensor_parallel_size=4))
     assert _value(kimi.args, "--logits-processors") == PLUGIN_CLASS
     assert kimi.args.count("--logits-processors") == 1
     # Kimi's override in engine/plugins/loop_guard.yaml (min_span 48) reaches the engine environment
     assert kimi.env["FABRIC_LOOP_GUARD_MIN_SPAN"] == "48" and kimi.env["FABRIC_LOOP_GUARD_ENABLED"] == "1"
     assert kimi.env["VLLM_USE_FLASHINFER_MOE_FP4"] == "1"  # the kernel matrix's env is kept beside it
-    llama = engine_command(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4)
+    llama = engine_command(ServingArgs(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4))
     assert llama.env["FABRIC_LOOP_GUARD_MIN_SPAN"] == "64"  # the defaults
     assert {k: v for k, v in llama.env.items() if k.startswith("FABRIC_")} == loop_guard_flags("llama-3.3-70b").env
     bare = engine_command(
-        get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4, loop_guard=False
+        ServingArgs(get_recipe("llama-3.3-70b"), gpu=catalog.get("h200"), tensor_parallel_size=4, loop_guard=False)
     )
     assert "--logits-processors" not in bare.args and not any(k.startswith("FABRIC_") for k in bare.env)
 
 
 def test_the_cpu_stand_in_keeps_the_guard_and_drops_gpu_kernel_env() -> None:
     recipe = get_recipe("kimi-k2.6")
-    cmd = engine_command(recipe, gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=4)
+    cmd = engine_command(ServingArgs(recipe, gpu=load_gpu_catalog().get("b300"), tensor_parallel_size=4))
     args = cpu_stand_in_args(cmd.args, served_name=recipe.id)
     assert _value(args, "--logits-processors") == PLUGIN_CLASS
     assert cpu_stand_in_env(cmd.env) == loop_guard_flags(recipe.id).env
@@ -120,17 +129,23 @@ def test_the_cpu_stand_in_keeps_the_guard_and_drops_gpu_kernel_env() -> None:
 def test_max_num_seqs_is_always_explicit_and_dropped_for_the_cpu_stand_in() -> None:
     recipe, catalog = get_recipe("gpt-oss-120b"), load_gpu_catalog()
     assert (
-        _value(engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1).args, "--max-num-seqs") == "1024"
-    )
-    assert (
-        _value(engine_command(recipe, gpu=catalog.get("rtx-pro-6000"), tensor_parallel_size=1).args, "--max-num-seqs")
+        _value(
+            engine_command(ServingArgs(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1)).args, "--max-num-seqs"
+        )
         == "1024"
     )
-    chosen = engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=96)
+    assert (
+        _value(
+            engine_command(ServingArgs(recipe, gpu=catalog.get("rtx-pro-6000"), tensor_parallel_size=1)).args,
+            "--max-num-seqs",
+        )
+        == "1024"
+    )
+    chosen = engine_command(ServingArgs(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=96))
     assert _value(chosen.args, "--max-num-seqs") == "96"
     assert "--max-num-seqs" not in cpu_stand_in_args(chosen.args, served_name=recipe.id)
     with pytest.raises(UsageError, match="max_num_seqs"):
-        engine_command(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=0)
+        engine_command(ServingArgs(recipe, gpu=catalog.get("h200"), tensor_parallel_size=1, max_num_seqs=0))
 
 
 def test_cli_max_num_seqs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_fabric.engine.capacity import MAX_NUM_SEQS_LARGE_GPU, default_max_num_seqs, estimate, kv_bytes_per_token
+from llm_fabric.engine.capacity.model import MAX_NUM_SEQS_LARGE_GPU, default_max_num_seqs, estimate, kv_bytes_per_token
 from llm_fabric.engine.recipes import get_recipe, recipe_ids
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
@@ -191,7 +191,7 @@ def test_a_16_gpu_h100_replica_spans_two_nodes_and_tensor_parallel_stays_in_one(
 
 
 def test_a_latency_target_gives_the_concurrency_and_the_replicas_that_meet_it() -> None:
-    from llm_fabric.engine.capacity import LatencyTarget
+    from llm_fabric.engine.capacity.model import LatencyTarget
 
     recipe, h200 = get_recipe("llama-3.3-70b"), gpu("h200")
     kwargs = {"input_tokens": 2000, "output_tokens": 500, "users": 500, "tensor_parallel_size": 8}

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
+from llm_fabric.engine.argcheck import ArgCase
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.sglang_check import check_with_sglang, sglang_cases
-from llm_fabric.engine.vllm_check import ArgCase
+from llm_fabric.engine.sglang.check import check_with_sglang, sglang_cases
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

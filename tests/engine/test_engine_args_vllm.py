@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from llm_fabric.engine.argcheck import ArgCase
 from llm_fabric.engine.loop_guard_config import PLUGIN_CLASS
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.vllm_check import ArgCase, check_with_vllm, layout_cases, recipe_cases
+from llm_fabric.engine.vllm.check import check_with_vllm, layout_cases, recipe_cases
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.args import engine_command
-from llm_fabric.engine.capacity import GB, RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.capacity.model import GB, RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.sglang_args import (
+from llm_fabric.engine.sglang.command import (
     LAUNCHER,
     POOL_PRIORITY,
     SGLANG_VERSION,
     mem_fraction_static,
     sglang_command,
 )
+from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -35,23 +36,25 @@ def _value(args: list[str], flag: str) -> str:
 def test_the_pinned_version_is_the_one_the_makefile_fetches() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["sglang-wheel"] == [f"sglang=={SGLANG_VERSION}"]
-    from llm_fabric.deploy.options import SGLANG_VERSION as IMAGE_VERSION
+    from llm_fabric.deploy.options import DEFAULT_SGLANG_IMAGE
 
-    assert IMAGE_VERSION == SGLANG_VERSION
+    assert DEFAULT_SGLANG_IMAGE.startswith(f"llm-fabric/sglang:v{SGLANG_VERSION}-fabric")
 
 
 def test_deepseek_v32_on_b200_with_dp_attention_and_ep() -> None:
     recipe = load_recipes()["deepseek-v3.2"]
     gpu = load_gpu_catalog().get("b200")
     cmd = sglang_command(
-        recipe,
-        gpu=gpu,
-        tensor_parallel_size=8,
-        attn_dp_size=8,
-        ep_size=8,
-        kv_cache_dtype="fp8",
-        priority_scheduling=True,
-        served_model_name="deepseek-v3-2",
+        ServingArgs(
+            recipe,
+            gpu=gpu,
+            tensor_parallel_size=8,
+            attn_dp_size=8,
+            ep_size=8,
+            kv_cache_dtype="fp8",
+            priority_scheduling=True,
+            served_model_name="deepseek-v3-2",
+        ),
     )
     args = cmd.args
     assert cmd.argv()[:4] == [*LAUNCHER, "--model-path"]
@@ -88,8 +91,8 @@ def test_parser_names_differ_per_engine_where_the_families_do() -> None:
         recipe = recipes[rid]
         tp = max(recipe.tensor_parallel_sizes)
         tp = 8 if tp > 8 else tp
-        sg = sglang_command(recipe, gpu=gpu, tensor_parallel_size=tp).args
-        vl = engine_command(recipe, gpu=gpu, tensor_parallel_size=tp).args
+        sg = sglang_command(ServingArgs(recipe, gpu=gpu, tensor_parallel_size=tp)).args
+        vl = engine_command(ServingArgs(recipe, gpu=gpu, tensor_parallel_size=tp)).args
         names[rid] = tuple(
             a[a.index(f) + 1] if f in a else None
             for a in (vl, sg)
@@ -118,19 +121,19 @@ def test_refusals_name_the_reason() -> None:
     qwen = recipes["qwen3.5-122b"]
     h200 = catalog.get("h200")
     with pytest.raises(UsageError, match="must divide the tensor-parallel size"):
-        sglang_command(qwen, gpu=h200, tensor_parallel_size=4, attn_dp_size=3)
+        sglang_command(ServingArgs(qwen, gpu=h200, tensor_parallel_size=4, attn_dp_size=3))
     with pytest.raises(UsageError, match="not a mixture of experts"):
-        sglang_command(recipes["llama-3.3-70b"], gpu=h200, tensor_parallel_size=4, ep_size=4)
+        sglang_command(ServingArgs(recipes["llama-3.3-70b"], gpu=h200, tensor_parallel_size=4, ep_size=4))
     with pytest.raises(PolicyRefusal):  # the kernel matrix, as for vLLM: FP8 has no kernel on A100
-        sglang_command(qwen, gpu=catalog.get("a100-80gb"), tensor_parallel_size=4, quantization="fp8")
+        sglang_command(ServingArgs(qwen, gpu=catalog.get("a100-80gb"), tensor_parallel_size=4, quantization="fp8"))
     with pytest.raises(UsageError, match="max_running_requests"):
-        sglang_command(qwen, gpu=h200, tensor_parallel_size=4, max_running_requests=0)
+        sglang_command(ServingArgs(qwen, gpu=h200, tensor_parallel_size=4, max_num_seqs=0))
 
 
 def test_a_recipe_without_an_sglang_section_is_refused() -> None:
     recipe = load_recipes()["qwen3.5"].model_copy(update={"sglang": None})
     with pytest.raises(UsageError, match="no `sglang:` section"):
-        sglang_command(recipe, gpu=load_gpu_catalog().get("h200"), tensor_parallel_size=8)
+        sglang_command(ServingArgs(recipe, gpu=load_gpu_catalog().get("h200"), tensor_parallel_size=8))
 
 
 def test_engine_args_cli_prints_sglang_launch_server(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.capacity import estimate
+from llm_fabric.engine.capacity.model import estimate
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.engine.sglang_capacity import sglang_estimate
+from llm_fabric.engine.sglang.capacity import sglang_estimate
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.engine.request_hooks import loop_guard_fields, request_fields, request_priority, serves_first
-from llm_fabric.engine.sglang_args import OWNER_PRIORITY, POOL_PRIORITY
+from llm_fabric.engine.sglang.command import OWNER_PRIORITY, POOL_PRIORITY
 
 RUNNER = Path(__file__).with_name("sglang_guard_runner.py")
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from llm_fabric.engine import calibration
-from llm_fabric.engine.calibration import evaluate_all, fit, measurements, table, with_error
-from llm_fabric.engine.capacity import estimate
+from llm_fabric.engine.capacity import calibration
+from llm_fabric.engine.capacity.calibration import evaluate_all, fit, measurements, table, with_error
+from llm_fabric.engine.capacity.model import estimate
+from llm_fabric.engine.capacity.speed import fitted_constants
 from llm_fabric.engine.recipes import get_recipe
-from llm_fabric.engine.speed import fitted_constants
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "capacity.md"

@@ -12,10 +12,10 @@ from rich.table import Table
 from llm_fabric.cli.output import FabricConsole, console, print_json
 
 if TYPE_CHECKING:
-    from llm_fabric.engine.capacity import CapacityEstimate
+    from llm_fabric.engine.capacity.model import CapacityEstimate
 
 # The engine's modules load recipes and the GPU catalog: imported inside the commands, so that other
-# `fabric` commands do not pay for them. llm_fabric.engine.capacity.DEFAULT_CONTEXT_TOKENS, spelled out
+# `fabric` commands do not pay for them. llm_fabric.engine.capacity.model.DEFAULT_CONTEXT_TOKENS, spelled out
 # for the same reason (tests/cli/test_startup.py checks that the two agree).
 DEFAULT_CONTEXT_TOKENS = 8192
 
@@ -204,65 +204,45 @@ def capacity_command(
         return _site(site_dir, as_json)
     if not (model and gpu_id and count):
         raise click.UsageError("--model, --gpu and --count are required (or -C DIR for a site repo)")
-    from llm_fabric.engine.capacity import LatencyTarget, estimate
+    from llm_fabric.engine.backend import CapacityQuery
+    from llm_fabric.engine.backends import backend
+    from llm_fabric.engine.capacity.model import LatencyTarget
     from llm_fabric.engine.recipes import get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
-    if engine == "sglang":
-        from llm_fabric.engine.sglang_capacity import sglang_estimate
-
-        sg = sglang_estimate(
-            get_recipe(model),
-            load_gpu_catalog().get(gpu_id),
-            count,
-            tensor_parallel_size=tp,
-            attn_dp_size=attn_dp,
-            quantization=quantization,
-            kv_cache_dtype=kv_dtype,
-            context_tokens=context,
-            users=1 if users == "max" else int(users),
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_running_requests=max_num_seqs,
-        )
-        if as_json:
-            print_json(sg.as_dict())
-        else:
-            _print_estimate(sg.estimate)
-            console.print(
-                f"SGLang: --mem-fraction-static {sg.mem_fraction_static:g} (the same KV pool), "
-                f"--attn-dp-size {sg.attn_dp_size}: {sg.kv_copies} cop{'y' if sg.kv_copies == 1 else 'ies'} "
-                "of each token's KV per replica; max-num-seqs is --max-running-requests",
-                markup=False,
-            )
-        return 0 if sg.estimate.fits else 3
-    if attn_dp != 1:
+    chosen = backend(engine)
+    if attn_dp != 1 and not chosen.attention_dp:
         raise click.UsageError("--attn-dp is SGLang's (add --engine sglang)")
-    est = estimate(
+    query = CapacityQuery(
         get_recipe(model),
         load_gpu_catalog().get(gpu_id),
         count,
         tensor_parallel_size=tp,
+        parallelism=parallelism,  # type: ignore[arg-type]
+        gpus_per_node=gpus_per_node,
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
         context_tokens=context,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
         users=_users(users),  # type: ignore[arg-type]
         gpu_memory_utilization=gpu_memory_utilization,
         max_num_seqs=max_num_seqs,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        parallelism=parallelism,  # type: ignore[arg-type]
-        gpus_per_node=gpus_per_node,
         latency_target=LatencyTarget(itl_ms, ttft_ms),
+        attn_dp_size=attn_dp,
     )
+    report = chosen.capacity(query)
     if as_json:
-        print_json(est.as_dict())
+        print_json(report.as_dict())
     else:
-        _print_estimate(est)
-    return 0 if est.fits else 3
+        _print_estimate(report.estimate)
+        if report.note:
+            console.print(report.note, markup=False)
+    return 0 if report.estimate.fits else 3
 
 
 def _site(site_dir: Path, as_json: bool) -> int:
-    from llm_fabric.engine.site_capacity import site_capacity
+    from llm_fabric.engine.capacity.site import site_capacity
     from llm_fabric.site.loader import load_site
 
     rows = site_capacity(load_site(site_dir))
@@ -363,10 +343,10 @@ def engine_args_command(
       fabric engine-args --model deepseek-v3 --gpu h100-sxm --count 16 --node-rank 1   # the second node
       fabric engine-args --model deepseek-v3.2 --gpu b200 --count 8 --engine sglang --attn-dp 8 --ep 8
     """
-    from llm_fabric.engine.capacity import estimate
-    from llm_fabric.engine.engines import command_for
+    from llm_fabric.engine.backends import backend
+    from llm_fabric.engine.capacity.model import estimate
+    from llm_fabric.engine.command import ServingArgs
     from llm_fabric.engine.recipes import get_recipe
-    from llm_fabric.engine.sglang_args import sglang_command
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)
@@ -383,44 +363,34 @@ def engine_args_command(
         gpu_memory_utilization=gpu_memory_utilization,
     ).layout
     engine = engine or recipe.engine
-    if (attn_dp, ep) != (1, 1):
-        if engine != "sglang":
-            raise click.UsageError("--attn-dp and --ep are SGLang's (add --engine sglang); vLLM's is --parallelism")
-        # SGLang's own flags, as given: its tensor parallel size counts every GPU of the replica
-        cmd = sglang_command(
-            recipe,
-            gpu=gpu,
-            tensor_parallel_size=tp or layout.gpus,
-            attn_dp_size=attn_dp,
-            ep_size=ep,
-            quantization=quantization,
-            kv_cache_dtype=kv_dtype,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_running_requests=max_num_seqs,
-            priority_scheduling=priority,
-        )
-    else:
-        cmd = command_for(
-            engine,  # type: ignore[arg-type]
-            recipe,
-            gpu=gpu,
-            layout=layout,
-            node_rank=node_rank,
-            quantization=quantization,
-            kv_cache_dtype=kv_dtype,
-            max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_num_seqs=max_num_seqs,
-            priority_scheduling=priority,
-        )
+    chosen = backend(engine)
+    own_sizes = (attn_dp, ep) != (1, 1)
+    if own_sizes and not chosen.attention_dp:
+        raise click.UsageError("--attn-dp and --ep are SGLang's (add --engine sglang); vLLM's is --parallelism")
+    serving = ServingArgs(
+        recipe,
+        gpu,
+        # the engine's own sizes, as given: then its tensor parallel size counts every GPU of the replica
+        layout=None if own_sizes else layout,
+        tensor_parallel_size=(tp or layout.gpus) if own_sizes else None,
+        attn_dp_size=attn_dp if own_sizes else None,
+        ep_size=ep if own_sizes else None,
+        node_rank=0 if own_sizes else node_rank,
+        quantization=quantization,
+        kv_cache_dtype=kv_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_num_seqs=max_num_seqs,
+        priority_scheduling=priority,
+    )
+    cmd = chosen.command(serving)
     if as_json:
         print_json(cmd.as_dict() | {"engine": engine})
         return
     for key, value in sorted(cmd.env.items()):
         click.echo(f"export {key}={shlex.quote(value)}")
     # vLLM's model is positional: it stays on the first line with `vllm serve`
-    head = len(cmd.launcher) + (1 if engine == "vllm" else 0)
+    head = len(cmd.launcher) + (1 if chosen.model_positional else 0)
     click.echo(" \\\n    ".join(_pairs(cmd.argv(), head)))
     if cmd.request_defaults:
         click.echo(f"# request defaults for the gateway to inject: {cmd.request_defaults}")

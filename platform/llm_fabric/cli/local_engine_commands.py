@@ -71,14 +71,15 @@ def run_command(
     """
     if not local:
         raise UsageError("only --local is supported", hint="add --local")
-    from llm_fabric.engine.args import engine_command
+    from llm_fabric.engine.command import ServingArgs
     from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.engine.vllm.command import engine_command
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(recipe_id)
     gpu = load_gpu_catalog().get(gpu_id)
     try:
-        command = engine_command(recipe, gpu=gpu, tensor_parallel_size=max(recipe.tensor_parallel_sizes))
+        command = engine_command(ServingArgs(recipe, gpu, tensor_parallel_size=max(recipe.tensor_parallel_sizes)))
     except PolicyRefusal as exc:
         raise UsageError(
             f"{recipe.id} has no engine args on {gpu.id}: {exc.message}", hint="pick another --gpu"
@@ -264,7 +265,7 @@ def burst_command(
 @engine_group.command("check-args")
 @click.option(
     "--engine",
-    type=click.Choice(["vllm", "sglang"]),
+    type=click.Choice(["vllm", "sglang"]),  # engine.backends.BACKENDS, spelled out: `fabric` starts without it
     default="vllm",
     show_default=True,
     help="vLLM: the installed vLLM's parser; sglang: the pinned SGLang wheel's parser (`make engine` fetches it).",
@@ -280,18 +281,10 @@ def check_args_command(engine: str, as_json: bool) -> int:
       fabric engine check-args
       fabric engine check-args --engine sglang
     """
-    from llm_fabric.engine.sglang_args import SGLANG_VERSION
-    from llm_fabric.engine.sglang_check import check_with_sglang, sglang_cases
-    from llm_fabric.engine.vllm_check import check_with_vllm, recipe_cases
+    from llm_fabric.engine.backends import backend
 
-    if engine == "sglang":
-        cases, refused = sglang_cases()
-        verdicts = check_with_sglang(cases)
-        parser = f"SGLang {SGLANG_VERSION}'s parser"
-    else:
-        cases, refused = recipe_cases()
-        verdicts = check_with_vllm(cases)
-        parser = "vLLM's parser"
+    check = backend(engine).check_args()
+    verdicts, refused, parser = check.verdicts, check.refused, check.parser
     failing = [v for v in verdicts if not v.ok]
     if as_json:
         print_json(

@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from llm_fabric.engine.recipes import EngineName
-from llm_fabric.engine.sglang_args import OWNER_PRIORITY, POOL_PRIORITY
+from llm_fabric.engine.sglang.command import OWNER_PRIORITY, POOL_PRIORITY
 
 SGLANG_GUARD_MODULE = "llm_fabric.engine.runtime.sglang_loop_guard"
 SGLANG_GUARD_CLASS = "SglangLoopGuard"

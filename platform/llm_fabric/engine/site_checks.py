@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from llm_fabric.documents import suggest
-from llm_fabric.engine.engines import deployment_engine
+from llm_fabric.engine.backends import deployment_engine
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.engine.sglang_args import KV_CACHE_DTYPES as SGLANG_KV_CACHE_DTYPES
+from llm_fabric.engine.sglang.command import KV_CACHE_DTYPES as SGLANG_KV_CACHE_DTYPES
 from llm_fabric.errors import Problem
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
@@ -85,7 +85,7 @@ def _engine_problems(site: SiteRepo, path: Path, dep: Deployment, recipe: Recipe
 
 def _fit_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe, catalog: GpuCatalog) -> list[Problem]:
     """A deployment pinned to GPU models and a TP size must fit on at least one of them."""
-    from llm_fabric.engine.capacity import estimate  # capacity imports the kernel matrix; keep validate light
+    from llm_fabric.engine.capacity.model import estimate  # capacity imports the kernel matrix; keep validate light
 
     if not dep.placement.gpu_models or dep.tensor_parallel_size is None:
         return []

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from llm_fabric.engine.args import request_defaults
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.engine.request_hooks import request_fields
+from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.gateway.runtime.settings import (
     LITELLM_CONFIG_FILE,

@@ -19,7 +19,7 @@ from pydantic import Field, ValidationError
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
-from llm_fabric.engine.parallelism import Layout
+from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.policies.violations import Violation
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.capacity import CapacityEstimate
-from llm_fabric.engine.engines import command_for, deployment_engine
-from llm_fabric.engine.parallelism import Layout
+from llm_fabric.engine.backends import command_for, deployment_engine
+from llm_fabric.engine.capacity.model import CapacityEstimate
+from llm_fabric.engine.capacity.parallelism import Layout
+from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import (
@@ -39,10 +40,9 @@ def engine_for(
     node_rank: int = 0,
     engine: EngineName = "vllm",
 ) -> tuple[list[str], dict[str, str]]:
-    cmd = command_for(
-        engine,
+    serving = ServingArgs(
         recipe,
-        gpu=gpu,
+        gpu,
         layout=layout,
         node_rank=node_rank,
         quantization=quant,
@@ -55,6 +55,7 @@ def engine_for(
         priority_scheduling=priority,
         served_model_name=dep.name,  # clients address the federation's deployment, not the recipe
     )
+    cmd = command_for(engine, serving)
     return list(cmd.args), dict(cmd.env)
 
 

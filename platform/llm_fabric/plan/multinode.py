@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llm_fabric.engine.capacity import CapacityEstimate
-from llm_fabric.engine.parallelism import Layout
+from llm_fabric.engine.capacity.model import CapacityEstimate
+from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.hardware.catalog import GpuCatalog
 from llm_fabric.plan.sizing import contexts, deployment_estimate

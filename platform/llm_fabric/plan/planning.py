@@ -10,8 +10,8 @@ import os
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from llm_fabric.engine.engines import deployment_engine
-from llm_fabric.engine.parallelism import Layout, tp_layout
+from llm_fabric.engine.backends import deployment_engine
+from llm_fabric.engine.capacity.parallelism import Layout, tp_layout
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_fabric.engine.capacity import DEFAULT_OUTPUT_TOKENS, CapacityEstimate, LatencyTarget, estimate
-from llm_fabric.engine.parallelism import Layout, dp_ep_layout, tp_layout
+from llm_fabric.engine.capacity.model import DEFAULT_OUTPUT_TOKENS, CapacityEstimate, LatencyTarget, estimate
+from llm_fabric.engine.capacity.parallelism import Layout, dp_ep_layout, tp_layout
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec

@@ -21,8 +21,8 @@ import yaml
 
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.options import ENGINE_PORT
 from llm_fabric.deploy.resources.serving import ENGINE_LABELS
+from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.gateway.config import MODEL_HEADER, GatewayFiles, build_gateway, gateway_texts
 from llm_fabric.gateway.runtime.settings import (
     KEYS_ENV,

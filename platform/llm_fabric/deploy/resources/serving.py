@@ -20,8 +20,10 @@ from typing import Any
 
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.options import ENGINE_PORT, StackOptions
+from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.allocations import pool_queue_name
+from llm_fabric.engine.backends import backend
+from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.plan.document import Plan, ReplicaPlacement
 from llm_fabric.site.loader import SiteRepo
@@ -31,7 +33,6 @@ PRIORITY_DEDICATED = "llm-fabric-dedicated"
 PRIORITY_POOL = "llm-fabric-pool"
 # what selects engine pods of either engine (Service, NetworkPolicy, PodMonitor)
 ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "engine"}
-ENGINE_COMMANDS = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglang.launch_server"]}
 PROBE_PERIOD = 10
 
 
@@ -234,7 +235,7 @@ def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOpti
     return {
         "name": replica.engine,
         "image": image,
-        "command": ENGINE_COMMANDS[replica.engine],
+        "command": list(backend(replica.engine).launcher),
         "args": engine_arguments(replica),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],

@@ -24,7 +24,7 @@ are not used by any parser: when IPython is absent (the engine venv has none), a
 When a case enables custom logit processors, the fabric's SGLang loop guard is also serialized and
 loaded through SGLang's `CustomLogitProcessor.to_str` / `from_str`, as the scheduler loads it.
 Input: a JSON list of {"label", "args"} (args: what follows `python -m sglang.launch_server`).
-Output: a JSON list of {"label", "ok", "problems"}. The fabric's side is `llm_fabric.engine.sglang_check`.
+Output: a JSON list of {"label", "ok", "problems"}. The fabric's side is `llm_fabric.engine.sglang.check`.
 """
 
 from __future__ import annotations

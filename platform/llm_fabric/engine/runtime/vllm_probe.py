@@ -5,7 +5,7 @@ tool-parser or reasoning-parser name; those are checked here against vLLM's own 
 (`QUANTIZATION_METHODS`, `ToolParserManager`, `ReasoningParserManager`) and logits processors
 are loaded by their class name. Input: a JSON list of {"label", "args"} (args: what follows
 `vllm serve`, model first). Output: a JSON list of {"label", "ok", "problems"}.
-The fabric's side of this (building the cases, running this module) is `llm_fabric.engine.vllm_check`.
+The fabric's side of this (building the cases, running this module) is `llm_fabric.engine.vllm.check`.
 """
 
 from __future__ import annotations

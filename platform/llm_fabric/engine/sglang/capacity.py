@@ -21,10 +21,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from llm_fabric.engine.capacity import CapacityEstimate, default_max_num_seqs, estimate
-from llm_fabric.engine.model_shape import ModelShape
+from llm_fabric.engine.capacity.model import CapacityEstimate, default_max_num_seqs, estimate
+from llm_fabric.engine.capacity.model_shape import ModelShape
 from llm_fabric.engine.recipes import Recipe
-from llm_fabric.engine.sglang_args import mem_fraction_static
+from llm_fabric.engine.sglang.command import mem_fraction_static
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 

@@ -2,8 +2,8 @@
 
 A `ModelShape` is an architecture (from a recipe, or from a calibration case for a model the
 fabric does not serve) with the weight bytes of one quantization and a KV-cache dtype. The
-functions here are arithmetic over it; capacity (`llm_fabric.engine.capacity`) and speed
-(`llm_fabric.engine.speed`) both build on them.
+functions here are arithmetic over it; capacity (`llm_fabric.engine.capacity.model`) and speed
+(`llm_fabric.engine.capacity.speed`) both build on them.
 """
 
 from __future__ import annotations

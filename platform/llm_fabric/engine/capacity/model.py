@@ -3,10 +3,10 @@
 Seed 002's arithmetic, computed: weights from the recipe's quantization, KV bytes per token from
 the architecture (GQA or MLA), the KV pool from vLLM's `gpu_memory_utilization`, concurrency in
 16-token KV blocks as vLLM allocates them, capped at vLLM's max-num-seqs. Replicas take one of the
-strategies of `llm_fabric.engine.parallelism` (tensor parallel, with pipeline stages across nodes
+strategies of `llm_fabric.engine.capacity.parallelism` (tensor parallel, with pipeline stages across nodes
 when one node cannot hold the model; or data-parallel attention with expert parallelism); `auto`
 computes each the recipe supports and keeps the one that holds the most sessions (at a latency
-target when one is given). Speeds come from `llm_fabric.engine.speed`: the roofline ceiling and
+target when one is given). Speeds come from `llm_fabric.engine.capacity.speed`: the roofline ceiling and
 the calibrated expected figure with its error band. Every assumption is a named constant here or
 there and is stated in docs/capacity.md.
 """
@@ -17,10 +17,9 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-from llm_fabric.engine.model_shape import GB, ModelShape
-from llm_fabric.engine.parallelism import Layout, ParallelismChoice, Strategy, dp_ep_layout, tp_layout
-from llm_fabric.engine.recipes import QuantizationOption, Recipe
-from llm_fabric.engine.speed import (
+from llm_fabric.engine.capacity.model_shape import GB, ModelShape
+from llm_fabric.engine.capacity.parallelism import Layout, ParallelismChoice, Strategy, dp_ep_layout, tp_layout
+from llm_fabric.engine.capacity.speed import (
     Speed,
     SpeedConstants,
     fitted_constants,
@@ -28,6 +27,7 @@ from llm_fabric.engine.speed import (
     replica_speed,
     step_seconds,
 )
+from llm_fabric.engine.recipes import QuantizationOption, Recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix

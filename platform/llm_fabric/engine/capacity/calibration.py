@@ -2,7 +2,7 @@
 
 `engine/calibration/measurements.yaml` holds the cases (model, GPUs, layout, traffic, one measured
 figure and its source); `engine/calibration/fit.yaml` the constants fitted to them and the fit's
-error. `python -m llm_fabric.engine.calibration fit` refits and rewrites fit.yaml; `... table`
+error. `python -m llm_fabric.engine.capacity.calibration fit` refits and rewrites fit.yaml; `... table`
 prints the table docs/capacity.md shows. The fit minimises the squared log error
 (expected / measured) by coordinate search over each constant in turn, a few rounds with a
 shrinking step: five constants, twenty-odd cases, no solver needed.
@@ -24,11 +24,11 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.distribution import data_path
 from llm_fabric.documents import dump_yaml, load_model
-from llm_fabric.engine.capacity import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs, replica_memory
-from llm_fabric.engine.model_shape import ModelShape
-from llm_fabric.engine.parallelism import Layout, Strategy, dp_ep_layout, tp_layout
+from llm_fabric.engine.capacity.model import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs, replica_memory
+from llm_fabric.engine.capacity.model_shape import ModelShape
+from llm_fabric.engine.capacity.parallelism import Layout, Strategy, dp_ep_layout, tp_layout
+from llm_fabric.engine.capacity.speed import FitFile, LinkSpec, Speed, SpeedConstants, replica_speed
 from llm_fabric.engine.recipes import Architecture, KvCacheDtype, get_recipe
-from llm_fabric.engine.speed import FitFile, LinkSpec, Speed, SpeedConstants, replica_speed
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -283,7 +283,7 @@ def table(consts: SpeedConstants) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m llm_fabric.engine.calibration")
+    parser = argparse.ArgumentParser(prog="python -m llm_fabric.engine.capacity.calibration")
     parser.add_argument("action", choices=["fit", "table"])
     parser.add_argument("--from-scratch", action="store_true", help="start the fit from the textbook guesses")
     args = parser.parse_args(argv)
@@ -292,7 +292,8 @@ def main(argv: list[str] | None = None) -> None:
         start = starting_point() if args.from_scratch or not path.exists() else load_model(path, FitFile).constants
         consts = fit(start)
         header = (
-            "# Written by `python -m llm_fabric.engine.calibration fit` from measurements.yaml; do not edit by hand.\n"
+            "# Written by `python -m llm_fabric.engine.capacity.calibration fit` from measurements.yaml;"
+            " do not edit by hand.\n"
             "# error_band: measured/expected, 10th-90th percentile; errors: |expected - measured| / measured.\n"
         )
         write_atomic(path, header + dump_yaml(FitFile(constants=consts).model_dump(mode="json")))
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
             f"band {consts.error_band}"
         )
     else:
-        from llm_fabric.engine.speed import fitted_constants
+        from llm_fabric.engine.capacity.speed import fitted_constants
 
         print(table(fitted_constants()))
 

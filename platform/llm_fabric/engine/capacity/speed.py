@@ -11,7 +11,7 @@ Decode runs in steps; each step produces one token for every sequence in the bat
   under expert parallelism), each a latency by the link it crosses (NVSwitch, PCIe, RDMA between
   nodes) plus its bytes over the link bandwidth. Prefill runs at a calibrated fraction of peak.
 
-The constants are fitted to published measurements (`llm_fabric.engine.calibration`,
+The constants are fitted to published measurements (`llm_fabric.engine.capacity.calibration`,
 `engine/calibration/`); their values and the fit's error live in `engine/calibration/fit.yaml`,
 and the error band of every expected figure comes from that fit.
 
@@ -37,8 +37,8 @@ from pydantic import Field
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.distribution import data_path
 from llm_fabric.documents import load_model
-from llm_fabric.engine.model_shape import ModelShape
-from llm_fabric.engine.parallelism import RDMA_LINK, Layout
+from llm_fabric.engine.capacity.model_shape import ModelShape
+from llm_fabric.engine.capacity.parallelism import RDMA_LINK, Layout
 from llm_fabric.hardware.catalog import GpuSpec
 
 LOW_PRECISION_COMPUTE = frozenset({"fp8", "nvfp4", "mxfp4"})

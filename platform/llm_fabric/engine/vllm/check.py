@@ -8,29 +8,15 @@ not a case: the fabric never generates args for it.
 
 from __future__ import annotations
 
-import json
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from llm_fabric.engine.args import engine_command
+from llm_fabric.engine.argcheck import ArgCase, ArgVerdict, run_probe
+from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.errors import FabricError, PolicyRefusal
+from llm_fabric.engine.vllm.command import engine_command
+from llm_fabric.errors import PolicyRefusal
 from llm_fabric.hardware.catalog import load_gpu_catalog
-
-
-@dataclass(frozen=True)
-class ArgCase:
-    label: str
-    args: list[str]
-
-
-@dataclass(frozen=True)
-class ArgVerdict:
-    label: str
-    ok: bool
-    problems: list[str]
 
 
 def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase], list[str]]:
@@ -45,7 +31,7 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                     label = f"{recipe.id} on {gpu.id} ({quant}, kv {kv}, tp {tp})"
                     try:
                         command = engine_command(
-                            recipe, gpu=gpu, tensor_parallel_size=tp, quantization=quant, kv_cache_dtype=kv
+                            ServingArgs(recipe, gpu, tensor_parallel_size=tp, quantization=quant, kv_cache_dtype=kv)
                         )
                     except PolicyRefusal:
                         refused.append(label)
@@ -57,7 +43,7 @@ def recipe_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
 def layout_cases(recipes: dict[str, Recipe] | None = None) -> list[ArgCase]:
     """Every parallelism layout the capacity model can choose, for every node of a multi-node replica:
     DP-EP on one node and on two, TP x PP on two nodes (leader and headless worker)."""
-    from llm_fabric.engine.parallelism import Layout, dp_ep_layout, tp_layout
+    from llm_fabric.engine.capacity.parallelism import Layout, dp_ep_layout, tp_layout
 
     cases: list[ArgCase] = []
     gpu = load_gpu_catalog().get("h200")
@@ -68,7 +54,7 @@ def layout_cases(recipes: dict[str, Recipe] | None = None) -> list[ArgCase]:
         for layout in layouts:
             for rank in range(layout.nodes):
                 try:
-                    command = engine_command(recipe, gpu=gpu, layout=layout, node_rank=rank)
+                    command = engine_command(ServingArgs(recipe, gpu, layout=layout, node_rank=rank))
                 except PolicyRefusal:
                     continue
                 cases.append(ArgCase(f"layout: {recipe.id}, {layout.describe()}, node {rank}", command.args))
@@ -81,28 +67,3 @@ def check_with_vllm(cases: list[ArgCase], python: Path | None = None, timeout: f
     return run_probe(
         "vLLM", python or engine_python(), ["llm_fabric.engine.runtime.vllm_probe", "args"], cases, env, timeout
     )
-
-
-def run_probe(
-    engine: str, interpreter: Path, module: list[str], cases: list[ArgCase], env: dict[str, str], timeout: float
-) -> list[ArgVerdict]:
-    """`python -m MODULE...` in the engine venv, the cases as JSON on stdin, the verdicts as JSON on stdout."""
-    payload = json.dumps([{"label": c.label, "args": c.args} for c in cases])
-    try:
-        done = subprocess.run(
-            [str(interpreter), "-m", *module],
-            input=payload,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env=env | {"PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise FabricError(f"{engine}'s argument check did not finish in {timeout:.0f} s") from exc
-    if done.returncode != 0:
-        raise FabricError(
-            f"{engine}'s argument check failed (exit {done.returncode}):\n{done.stderr[-2000:]}",
-            hint="is llm-fabric installed in the engine environment? (`make engine` does it)",
-        )
-    return [ArgVerdict(r["label"], bool(r["ok"]), list(r["problems"])) for r in json.loads(done.stdout)]

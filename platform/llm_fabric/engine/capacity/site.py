@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_fabric.engine.capacity import CapacityEstimate, LatencyTarget, estimate
+from llm_fabric.engine.capacity.model import CapacityEstimate, LatencyTarget, estimate
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog

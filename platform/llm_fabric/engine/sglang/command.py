@@ -1,8 +1,9 @@
 """`python -m sglang.launch_server` arguments and environment for a recipe on a GPU model (SGLang 0.5.23).
 
-The counterpart of `llm_fabric.engine.args` (vLLM). Every flag name below is SGLang's own, as its
+The counterpart of `llm_fabric.engine.vllm.command` (vLLM), built from the same `engine.command.ServingArgs`.
+Every flag name below is SGLang's own, as its
 `ServerArgs` declares it in the pinned wheel (`sglang/srt/arg_groups/fields/`); the generated
-commands are checked by that parser (`llm_fabric.engine.sglang_check`). What differs from vLLM:
+commands are checked by that parser (`llm_fabric.engine.sglang.check`). What differs from vLLM:
 
 - memory: `--mem-fraction-static` is the share of GPU memory for weights plus the KV pool only;
   activations and CUDA graphs live in the rest. vLLM's `--gpu-memory-utilization` is the engine's
@@ -27,10 +28,11 @@ from __future__ import annotations
 
 import math
 
-from llm_fabric.engine.args import ENGINE_PORT, EngineCommand, _checked, generation_override
-from llm_fabric.engine.capacity import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.capacity.model import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
+from llm_fabric.engine.capacity.model_shape import GB
+from llm_fabric.engine.capacity.parallelism import tp_layout
+from llm_fabric.engine.command import EngineCommand, ServingArgs, checked, generation_override
 from llm_fabric.engine.loop_guard_config import loop_guard_settings
-from llm_fabric.engine.model_shape import GB
 from llm_fabric.engine.recipes import Recipe, SglangSettings
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec
@@ -115,38 +117,47 @@ def _parser_args(recipe: Recipe, settings: SglangSettings) -> list[str]:
     return out
 
 
-def sglang_command(
-    recipe: Recipe,
-    *,
-    gpu: GpuSpec,
-    tensor_parallel_size: int,
-    attn_dp_size: int = 1,
-    ep_size: int = 1,
-    quantization: str | None = None,
-    kv_cache_dtype: str | None = None,
-    max_model_len: int | None = None,
-    gpu_memory_utilization: float = 0.9,
-    max_running_requests: int | None = None,
-    max_queued_requests: int | None = None,
-    max_output_tokens: int | None = None,
-    presence_penalty: float | None = None,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    priority_scheduling: bool = False,
-    served_model_name: str | None = None,
-    port: int = ENGINE_PORT,
-    loop_guard: bool = True,
-) -> EngineCommand:
+def parallel_sizes(serving: ServingArgs) -> tuple[int, int, int]:
+    """(tensor-parallel, attention-DP, expert-parallel) sizes: SGLang's own when given, else the layout's.
+
+    A data-parallel-attention layout is `--tp N --attn-dp-size N --ep-size N` (SGLang's tensor parallel
+    size counts every GPU of the replica); multi-node replicas are generated for vLLM only.
+    """
+    layout = serving.layout
+    if layout is None or serving.attn_dp_size is not None or serving.ep_size is not None:
+        tp = serving.tensor_parallel_size or (layout.gpus if layout is not None else None)
+        if tp is None:
+            raise UsageError("a tensor-parallel size or a layout is needed for the SGLang command")
+        if layout is None and serving.attn_dp_size is None and serving.ep_size is None:
+            layout = tp_layout(tp, gpus_per_node=max(tp, serving.gpu.gpus_per_node))
+        else:
+            return tp, serving.attn_dp_size or 1, serving.ep_size or 1
+    if layout.multi_node or layout.pipeline_parallel_size > 1:
+        raise UsageError(
+            f"`{serving.served_model_name or serving.recipe.id}`: a replica across {layout.nodes} nodes "
+            "is generated for vLLM only",
+            hint="serve it with `engine: vllm`, or on GPUs of which one node holds the model",
+        )
+    dp = layout.data_parallel_size if layout.expert_parallel else 1
+    return layout.gpus, dp, layout.gpus if layout.expert_parallel else 1
+
+
+def sglang_command(serving: ServingArgs) -> EngineCommand:
     """`sglang.launch_server` arguments and environment; refused (exit 3) when the kernel is not native.
 
-    `max_running_requests` defaults to what vLLM's --max-num-seqs would be on the GPU (the capacity
-    model's cap), `max_queued_requests` to as many again. `loop_guard=False` leaves the guard out.
+    `max_num_seqs` (--max-running-requests) defaults to what vLLM's --max-num-seqs would be on the GPU
+    (the capacity model's cap), `max_queued_requests` to as many again.
     """
+    recipe, gpu = serving.recipe, serving.gpu
+    max_running_requests, max_queued_requests = serving.max_num_seqs, serving.max_queued_requests
+    tensor_parallel_size, attn_dp_size, ep_size = parallel_sizes(serving)
     settings = sglang_settings(recipe)
     for name, value in (("max_running_requests", max_running_requests), ("max_queued_requests", max_queued_requests)):
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1 (got {value})")
-    quant, kv, length = _checked(recipe, gpu, tensor_parallel_size, quantization, kv_cache_dtype, max_model_len)
+    quant, kv, length = checked(
+        recipe, gpu, tensor_parallel_size, serving.quantization, serving.kv_cache_dtype, serving.max_model_len
+    )
     if kv not in KV_CACHE_DTYPES:
         raise UsageError(
             f"SGLang has no KV-cache dtype `{kv}`",
@@ -158,11 +169,11 @@ def sglang_command(
         "--model-path",
         option.checkpoint,
         "--served-model-name",
-        served_model_name or recipe.id,
+        serving.served_model_name or recipe.id,
         "--host",
         "0.0.0.0",
         "--port",
-        str(port),
+        str(serving.port),
     ]
     args += _parallel_args(recipe, tensor_parallel_size, attn_dp_size, ep_size)
     if quant in settings.quantization_args:
@@ -173,7 +184,7 @@ def sglang_command(
         "--context-length",
         str(length),
         "--mem-fraction-static",
-        f"{mem_fraction_static(gpu, gpu_memory_utilization):g}",
+        f"{mem_fraction_static(gpu, serving.gpu_memory_utilization):g}",
         "--max-running-requests",
         str(running),
         "--max-queued-requests",
@@ -181,7 +192,7 @@ def sglang_command(
     ]
     args += _parser_args(recipe, settings)
     args += ["--enable-metrics", "--enable-cache-report"]
-    if priority_scheduling:
+    if serving.priority_scheduling:
         args += [
             "--enable-priority-scheduling",
             "--schedule-low-priority-values-first",
@@ -195,13 +206,15 @@ def sglang_command(
         for k, v in load_kernel_matrix().for_architecture(gpu.architecture).env.items()
         if not k.startswith("VLLM_")
     }
-    if loop_guard:
+    if serving.loop_guard:
         args.append("--enable-custom-logit-processor")
         env |= loop_guard_settings(recipe.id).to_env()
-    override = generation_override(recipe, max_output_tokens=max_output_tokens, temperature=temperature, top_p=top_p)
+    override = generation_override(
+        recipe, max_output_tokens=serving.max_output_tokens, temperature=serving.temperature, top_p=serving.top_p
+    )
     request_defaults: dict[str, float | int] = {"max_tokens": int(override.pop("max_new_tokens"))}
     request_defaults |= override
-    penalty = presence_penalty if presence_penalty is not None else recipe.generation.presence_penalty
+    penalty = serving.presence_penalty if serving.presence_penalty is not None else recipe.generation.presence_penalty
     if penalty is not None:
         request_defaults["presence_penalty"] = penalty
-    return EngineCommand(args=args, env=env, request_defaults=request_defaults, launcher=LAUNCHER)
+    return EngineCommand(args=args, env=env, launcher=LAUNCHER, request_defaults=request_defaults)

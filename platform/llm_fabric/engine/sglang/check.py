@@ -1,6 +1,6 @@
 """Every recipe's SGLang command on every GPU that can run it, checked by SGLang's own argument parser.
 
-The counterpart of `llm_fabric.engine.vllm_check`. The cases are built here with `sglang_command`;
+The counterpart of `llm_fabric.engine.vllm.check`. The cases are built here with `sglang_command`;
 SGLang's parser runs in the engine venv over the pinned wheel that `make engine` fetched without
 dependencies and unpacked into `.cache/sglang/<version>/` (`llm_fabric.engine.runtime.sglang_probe`,
 one subprocess for all cases). Nothing is downloaded here: a missing cache is a UsageError naming
@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from llm_fabric.engine.argcheck import ArgCase, ArgVerdict, run_probe
+from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.local.server import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.engine.sglang_args import SGLANG_VERSION, sglang_command
-from llm_fabric.engine.vllm_check import ArgCase, ArgVerdict, run_probe
+from llm_fabric.engine.sglang.command import SGLANG_VERSION, sglang_command
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
@@ -25,7 +26,7 @@ WHEEL_CACHE = Path(".cache") / "sglang"
 def wheel_dir(explicit: Path | None = None) -> Path:
     """The unpacked pinned SGLang wheel: FABRIC_SGLANG_WHEEL_DIR, or the checkout's .cache/sglang/VERSION."""
     env = os.environ.get("FABRIC_SGLANG_WHEEL_DIR")
-    folder = explicit or (Path(env) if env else Path(__file__).resolve().parents[3] / WHEEL_CACHE / SGLANG_VERSION)
+    folder = explicit or (Path(env) if env else Path(__file__).resolve().parents[4] / WHEEL_CACHE / SGLANG_VERSION)
     if not (folder / "sglang" / "srt" / "server_args.py").is_file():
         raise UsageError(
             f"the SGLang {SGLANG_VERSION} wheel is not unpacked in {folder}",
@@ -50,9 +51,9 @@ def sglang_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                     for dp, ep in shapes:
                         label = f"{recipe.id} on {gpu.id} ({quant}, kv {kv}, tp {tp}, dp-attn {dp}, ep {ep})"
                         try:
-                            command = sglang_command(
+                            serving = ServingArgs(
                                 recipe,
-                                gpu=gpu,
+                                gpu,
                                 tensor_parallel_size=tp,
                                 attn_dp_size=dp,
                                 ep_size=ep,
@@ -60,6 +61,7 @@ def sglang_cases(recipes: dict[str, Recipe] | None = None) -> tuple[list[ArgCase
                                 kv_cache_dtype=kv,
                                 priority_scheduling=True,
                             )
+                            command = sglang_command(serving)
                         except PolicyRefusal:
                             refused.append(label)
                             continue

@@ -1,0 +1,91 @@
+"""The one protocol every serving engine's backend meets, and what its methods take and give.
+
+A backend (`engine.vllm.backend.VLLM`, `engine.sglang.backend.SGLANG`) builds the engine's command
+from `ServingArgs`, sizes a replica with the engine's own memory semantics on top of the shared
+capacity model, and checks its generated commands with the engine's own parser. The registry
+(`engine.backends`) maps an engine's name to its backend; nothing outside the backends and the
+registry asks which engine it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from llm_fabric.engine.argcheck import ArgVerdict
+from llm_fabric.engine.capacity.model import CapacityEstimate, LatencyTarget
+from llm_fabric.engine.command import EngineCommand, ServingArgs
+from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.hardware.catalog import GpuSpec
+
+
+@dataclass(frozen=True)
+class CapacityQuery:
+    """What `fabric capacity` asks of one recipe on `count` GPUs (`capacity.model.estimate`'s options)."""
+
+    recipe: Recipe
+    gpu: GpuSpec
+    count: int
+    tensor_parallel_size: int | None = None
+    parallelism: Literal["tp", "dp-ep", "auto"] = "auto"
+    gpus_per_node: int | None = None
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    context_tokens: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    users: int | Literal["max"] = 1
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int | None = None
+    latency_target: LatencyTarget = field(default_factory=LatencyTarget)
+    attn_dp_size: int = 1
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    """An engine's capacity figures: the shared estimate, the engine's own fields and a line for people."""
+
+    estimate: CapacityEstimate
+    extra: dict[str, object] = field(default_factory=dict)
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return self.estimate.as_dict() | self.extra
+
+
+@dataclass(frozen=True)
+class ArgsCheck:
+    """Every generated command checked by the engine's own parser."""
+
+    verdicts: list[ArgVerdict]
+    refused: list[str]  # combinations the kernel matrix refuses: never generated
+    parser: str  # whose parser judged, for people: "vLLM's parser"
+
+
+class EngineBackend(Protocol):
+    """One serving engine: its name, its program, how it is sized and checked."""
+
+    @property
+    def name(self) -> EngineName: ...
+
+    @property
+    def version(self) -> str | None:
+        """The engine release the commands are checked against; None: whichever is installed."""
+
+    @property
+    def launcher(self) -> tuple[str, ...]:
+        """The program before the arguments (`vllm serve`)."""
+
+    @property
+    def model_positional(self) -> bool:
+        """Whether the model is the first, positional argument (it stays on the launcher's line)."""
+
+    @property
+    def attention_dp(self) -> bool:
+        """Whether the engine takes its own attention-DP/expert-parallel sizes (`--attn-dp`, `--ep`)."""
+
+    def command(self, serving: ServingArgs) -> EngineCommand: ...
+
+    def capacity(self, query: CapacityQuery) -> CapacityReport: ...
+
+    def check_args(self) -> ArgsCheck: ...

@@ -1,0 +1,36 @@
+"""The registry of serving engines (name -> backend), and which engine serves a deployment.
+
+A deployment says `engine: vllm | sglang` in the site repo; else the site's `defaults.engine` in
+fabric.yaml; else its recipe's `engine` (vLLM unless the recipe says otherwise). The plan calls
+`command_for` and records the engine with each replica; the renderer and the gateway read it there.
+A new engine is one folder (`engine/<name>/`, its backend meeting `engine.backend.EngineBackend`)
+and one line in `BACKENDS`.
+"""
+
+from __future__ import annotations
+
+from llm_fabric.engine.backend import EngineBackend
+from llm_fabric.engine.command import EngineCommand, ServingArgs
+from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.sglang.backend import SGLANG
+from llm_fabric.engine.vllm.backend import VLLM
+from llm_fabric.errors import UsageError
+from llm_fabric.site.models import Deployment
+
+BACKENDS: dict[EngineName, EngineBackend] = {"vllm": VLLM, "sglang": SGLANG}
+
+
+def backend(name: str) -> EngineBackend:
+    try:
+        return BACKENDS[name]  # type: ignore[index]
+    except KeyError:
+        raise UsageError(f"no engine `{name}`", hint=f"use one of {', '.join(BACKENDS)}") from None
+
+
+def deployment_engine(dep: Deployment, recipe: Recipe, site_default: EngineName | None = None) -> EngineName:
+    return dep.engine or site_default or recipe.engine
+
+
+def command_for(engine: EngineName, serving: ServingArgs) -> EngineCommand:
+    """The command of `engine` for one replica."""
+    return backend(engine).command(serving)
