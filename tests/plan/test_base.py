@@ -10,8 +10,8 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.enrollment.registry import sign_file
-from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.gitrepo import commit_paths
+from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
 
 def _commit(site: Path, path: Path, text: str, message: str) -> None:

@@ -192,7 +192,7 @@ def provision_command(
     from llm_fabric.deploy.options import StackOptions
     from llm_fabric.nodes.provision import find_node, provision_node
     from llm_fabric.playbook_runner import Target
-    from llm_fabric.trust import load_trusted_site
+    from llm_fabric.trust.root import load_trusted_site
 
     site = load_trusted_site(site_repo)
     manifest = find_node(site, node)

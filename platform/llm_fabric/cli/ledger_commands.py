@@ -151,9 +151,9 @@ def report_command(
     assert month is not None and out is not None
     from llm_fabric.ledger.publish import write_report
     from llm_fabric.ledger.report import build_report
-    from llm_fabric.ledger.report_keys import signing_key
-    from llm_fabric.signing import key_id
     from llm_fabric.site.loader import load_site
+    from llm_fabric.trust.report_keys import signing_key
+    from llm_fabric.trust.signatures import key_id
 
     site = load_site(site_repo)
     inputs = _inputs(month, requests, requests_format, prometheus, plan, None if requests else _store(site_repo, store))
@@ -206,7 +206,7 @@ def verify_command(
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
     from llm_fabric.ledger.manifest import verify
-    from llm_fabric.ledger.report_keys import trusted_keys
+    from llm_fabric.trust.report_keys import trusted_keys
 
     trusted, trusted_from = trusted_keys(site_repo, public_key)
     result = verify(out, trusted)

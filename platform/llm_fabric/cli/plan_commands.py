@@ -73,7 +73,7 @@ def plan_command(
     from llm_fabric.plan.planning import plan_site
     from llm_fabric.plan.report import markdown
     from llm_fabric.plan.revision import checkout_revision
-    from llm_fabric.trust import load_trusted_site, trust_root
+    from llm_fabric.trust.root import load_trusted_site, trust_root
 
     # with --base the nodes are judged by the base revision's keys: a change cannot vouch for itself
     trust = trust_root(site_repo, base_rev, keyring)

@@ -14,7 +14,7 @@ from llm_fabric.deploy.sites import resolve_site
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan, load_plan
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.trust import load_trusted_site
+from llm_fabric.trust.root import load_trusted_site
 
 # the order to deploy them in: cluster-wide quota first, then the namespace and its workloads
 STACK_ORDER = ("allocations", "serving", "observability")

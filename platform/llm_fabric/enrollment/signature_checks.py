@@ -10,7 +10,7 @@ from __future__ import annotations
 from llm_fabric.errors import UsageError
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.validation import Finding, SiteCheck
-from llm_fabric.trust import Keys, untrusted_nodes
+from llm_fabric.trust.root import Keys, untrusted_nodes
 
 
 def check_node_signatures(site: SiteRepo, keys: Keys | None = None) -> list[Finding]:

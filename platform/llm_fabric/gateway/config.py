@@ -35,7 +35,7 @@ from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
-from llm_fabric.trust import trusted_nodes
+from llm_fabric.trust.root import trusted_nodes
 
 HOOKS_MODULE = "llm_fabric.gateway.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)

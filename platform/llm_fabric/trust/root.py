@@ -23,7 +23,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import load_model, parse_yaml, validate_document
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
-from llm_fabric.signing import (
+from llm_fabric.site import gitrepo
+from llm_fabric.site.loader import SiteRepo, load_site
+from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.paths import RETIRED, check_name, repo_path
+from llm_fabric.trust.signatures import (
     ENDORSEMENT_SUFFIX,
     KEYS_DIR,
     endorse_key,
@@ -35,10 +39,6 @@ from llm_fabric.signing import (
     public_key_files,
     verify_manifest,
 )
-from llm_fabric.site import gitrepo
-from llm_fabric.site.loader import SiteRepo, load_site
-from llm_fabric.site.models import NodeManifest
-from llm_fabric.site.paths import RETIRED, check_name, repo_path
 
 Keys = Mapping[str, Ed25519PublicKey]
 
