@@ -416,7 +416,7 @@ def nodes_verify_command(site_repo: Path) -> int:
       fabric nodes verify --site-repo ./site
     """
     from llm_fabric.enrollment.registry import verify_nodes
-    from llm_fabric.trust.root import signature_fix_hint
+    from llm_fabric.trust.sites import signature_fix_hint
 
     statuses = verify_nodes(site_repo)
     bad = [s for s in statuses if s.problem is not None]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,36 +67,25 @@ def plan_command(
       fabric plan -C ./site -o plan.json && fabric render -C ./site --plan plan.json --out ./deploy
       fabric plan --base HEAD~1 --json          # inside the site repo
     """
-    from llm_fabric.plan.diff import diff_plans
     from llm_fabric.plan.document import plan_json, write_plan
-    from llm_fabric.plan.planning import plan_site
     from llm_fabric.plan.report import markdown
-    from llm_fabric.plan.revision import checkout_revision
-    from llm_fabric.trust.root import load_trusted_site, trust_root
+    from llm_fabric.plan.review import plan_repo
 
-    # with --base the nodes are judged by the base revision's keys: a change cannot vouch for itself
-    trust = trust_root(site_repo, base_rev, keyring)
-    for change in trust.changes:
-        err_console.print(f"key change: {change.describe()}", markup=False)
-    trust.require_accepted()
-    site = load_trusted_site(site_repo, trust.keys)
-    diff = None
-    if base_rev is not None:
-        with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
-            base_site = load_trusted_site(checkout_revision(site_repo, base_rev, Path(tmp)), trust.base_keys)
-            base_plan = plan_site(base_site, time_limit_s=time_limit)
-        plan = plan_site(site, base_plan, time_limit_s=time_limit)
-        diff = diff_plans(base_plan, plan, base_rev)
-        plan = plan.model_copy(update={"diff": diff})
-    else:
-        plan = plan_site(site, time_limit_s=time_limit)
+    reviewed = plan_repo(
+        site_repo,
+        base_rev,
+        keyring,
+        time_limit_s=time_limit,
+        on_key_change=lambda change: err_console.print(f"key change: {change.describe()}", markup=False),
+    )
+    plan, diff = reviewed.plan, reviewed.diff
     if output is not None:
         write_plan(plan, output)
     if as_json:
         click.echo(plan_json(plan), nl=False)
     elif fmt == "markdown":
-        if trust.changes:  # the PR comment shows what the change does to the federation's keys, first
-            lines = "".join(f"- {c.describe()}\n" for c in trust.changes)
+        if reviewed.key_changes:  # the PR comment shows what the change does to the federation's keys, first
+            lines = "".join(f"- {c.describe()}\n" for c in reviewed.key_changes)
             click.echo(f"### Key changes\n\n{lines}\n", nl=False)
         click.echo(markdown(plan, diff), nl=False)
     else:

@@ -24,8 +24,8 @@ from llm_fabric.deploy.options import ENGINE_PORT, StackOptions
 from llm_fabric.deploy.resources.allocations import pool_queue_name
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.plan.document import Plan, ReplicaPlacement
-from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.sites import TrustedSite
 
 PRIORITY_DEDICATED = "llm-fabric-dedicated"
 PRIORITY_POOL = "llm-fabric-pool"
@@ -35,7 +35,7 @@ ENGINE_COMMANDS = {"vllm": ["vllm", "serve"], "sglang": ["python3", "-m", "sglan
 PROBE_PERIOD = 10
 
 
-def build_serving(site: SiteRepo, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
+def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
     replicas = sorted((r for r in plan.replicas if r.site == site_id), key=lambda r: (r.deployment, r.index))
     _check_nodes(site, replicas)
     bundles = [
@@ -55,7 +55,7 @@ def build_serving(site: SiteRepo, plan: Plan, site_id: str, namespace: str, opti
     return bundles
 
 
-def _check_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
+def _check_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> None:
     problems = [
         Problem(
             f"replica {r.deployment}/{r.index} is placed on node `{r.node}`, which the site repo does not have",
@@ -113,7 +113,7 @@ def _priority_classes() -> list[Manifest]:
     ]
 
 
-def _network_policy(site: SiteRepo, site_id: str, namespace: str) -> Manifest:
+def _network_policy(site: TrustedSite, site_id: str, namespace: str) -> Manifest:
     dns_peer = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
