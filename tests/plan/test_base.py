@@ -81,7 +81,9 @@ def test_raised_target_beyond_capacity_is_a_shortfall_in_words(
     _commit(site_repo, dep, dep.read_text().replace("replicas: 1", "replicas: 3"), "kimi: 3 replicas")
     capsys.readouterr()
     assert main(["plan", str(site_repo), "--base", "HEAD~1", "--format", "markdown"]) == 3
-    md = capsys.readouterr().out
+    md, err = capsys.readouterr()
+    # the comment goes to stdout whole; the refusal is said once, on stderr
+    assert err.endswith("\nerror: the plan for `cerit-sc` is incomplete (1 problem, listed above)\n")
     assert "(INCOMPLETE)" in md
     assert "| new | placement.shortfall | kimi-k2-6: 1 of 3 replicas |" in md
     assert "each replica needs 4 GPUs inside one node" in md

@@ -9,7 +9,7 @@ import click
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from llm_fabric.errors import FabricError, UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.deploy.crd_validation import CheckReport
@@ -148,7 +148,7 @@ def provision_command(
     check: bool,
     extra: tuple[str, ...],
     as_json: bool,
-) -> int:
+) -> None:
     """Run playbooks/provision.yml for an enrolled NODE: preflight, GPU runtime, kernels, weights cache, join.
 
     Variables come from the node manifest and the kernel matrix; -e overrides a role's variable
@@ -201,9 +201,14 @@ def provision_command(
         for failure in result.failures:
             console.print(f"  failed: {failure}", markup=False)
     if result.succeeded:
-        return EXIT_OK
+        return
     # a failed task is the node's state or its settings (exit 2); a runner that did not finish is ours (1)
-    return EXIT_USAGE if result.status in ("successful", "failed") else EXIT_INTERNAL
+    if result.status in ("successful", "failed"):
+        raise UsageError(
+            f"provision.yml failed on {node} ({len(result.failures)} failed tasks, listed above)",
+            hint="fix the node or its settings (-e KEY=VALUE), then run it again",
+        )
+    raise FabricError(f"provision.yml did not finish on {node}: {result.status}")
 
 
 commands = [render_command, provision_command]

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from llm_fabric.cli.options import keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
-from llm_fabric.errors import EXIT_OK, EXIT_POLICY
+from llm_fabric.errors import PolicyRefusal
 
 if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is made
     from llm_fabric.plan.document import Plan, PlanDiff
@@ -52,7 +52,7 @@ def plan_command(
     output: Path | None,
     fmt: str,
     time_limit: float | None,
-) -> int:
+) -> None:
     """Plan the placement of every deployment of the site repo (the current folder, or -C DIR).
 
     Shows, per deployment, the replicas (node and GPUs, TP, quantization), KV pool, sessions at the
@@ -92,7 +92,10 @@ def plan_command(
         _print_tables(plan, diff)
     if output is not None and not as_json:
         console.print(f"plan written to {output}", markup=False)
-    return EXIT_OK if plan.complete else EXIT_POLICY
+    if not plan.complete:  # the reasons are in the output above; the edge shows this once, with exit 3
+        count = len(plan.violations) + len(plan.shortfalls)
+        what = f"{count} problem{'s' if count != 1 else ''}"
+        raise PolicyRefusal(f"the plan for `{plan.federation}` is incomplete ({what}, listed above)")
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:
