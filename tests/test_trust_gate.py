@@ -163,3 +163,24 @@ def test_validate_names_the_edit_and_does_not_repeat_it(tampered: Path, capsys: 
     assert f"node `{NODE}`: {EDITED}" in text and "restore the signed content from git" in text
     assert f"git -C {tampered} log -p -- nodes/{NODE}.yaml" in text
     assert "--owner ceitec-structural" not in text
+
+
+def test_an_edited_enrolled_node_is_not_told_to_re_enroll_with_the_edit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An enrolled node whose owner was edited: the hint re-enrolls the machine's facts, not the edited owner."""
+    from tests.fixtures.factsbundle import write_bundle
+
+    root = init_site(tmp_path / "site", "cerit-sc").root
+    bundle = write_bundle(tmp_path / "box.facts.json", "h100x8", uuid_salt="edited-owner")
+    enrolled = ["enroll", "box", "--facts", str(bundle), "-C", str(root), "--owner", "cerit-sc", "--site", "brno"]
+    assert main(enrolled) == 0, capsys.readouterr()
+    path = root / "nodes" / "box.yaml"
+    path.write_text(path.read_text().replace("\nowner: cerit-sc\n", "\nowner: tuwien-ai\n"))
+    capsys.readouterr()
+    code = main(["plan", "-C", str(root)])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert f"node `box`: {EDITED}" in err and "restore the signed content from git" in err
+    assert f"fabric enroll HOST --site-repo {root} --owner OWNER --site SITE --name box" in err
+    assert "tuwien-ai" not in err
