@@ -26,8 +26,8 @@ from llm_fabric.enrollment.enroll import EnrollRequest, build_manifest
 from llm_fabric.enrollment.facts import gather
 from llm_fabric.enrollment.registry import register
 from llm_fabric.init import init_site
-from llm_fabric.signing import load_private_key
 from llm_fabric.site.loader import load_site
+from llm_fabric.trust.signatures import load_private_key
 
 
 def enroll_many(count: int, work: Path) -> float:

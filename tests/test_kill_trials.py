@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.facts import save_bundle
 from llm_fabric.ledger.store.period import Month
-from llm_fabric.signing import default_private_key_path
+from llm_fabric.trust.signatures import default_private_key_path
 from llm_fabric.site.gitrepo import git
 from llm_fabric.site.models import NodeManifest
 from tests.fixtures.factsbundle import make_bundle

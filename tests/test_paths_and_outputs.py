@@ -17,7 +17,7 @@ from llm_fabric.cli.main import main
 from llm_fabric.enrollment.facts import save_bundle
 from llm_fabric.ledger.report.manifest import MANIFEST
 from llm_fabric.ledger.store.period import Month
-from llm_fabric.signing import default_private_key_path
+from llm_fabric.trust.signatures import default_private_key_path
 from tests.fixtures.factsbundle import make_bundle
 from tests.fixtures.ledger_synthetic import generate_records
 

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.registry import manifest_text
-from llm_fabric.signing import key_id, sign_manifest, verify_manifest
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.signatures import key_id, sign_manifest, verify_manifest
 from llm_fabric.validate import validate_site
 
 FABRIC = [str(Path(sys.executable).parent / "fabric")]

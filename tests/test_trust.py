@@ -19,9 +19,9 @@ from llm_fabric.cli.main import main
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.facts import save_bundle
 from llm_fabric.enrollment.registry import manifest_text, sign_file
-from llm_fabric.signing import default_private_key_path, load_private_key, sign_manifest
 from llm_fabric.site.gitrepo import commit_paths, git
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.signatures import default_private_key_path, load_private_key, sign_manifest
 from tests.fixtures.factsbundle import make_bundle
 
 NODE = "dgx-b200-01"

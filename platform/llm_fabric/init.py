@@ -11,9 +11,9 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.distribution import data_path
 from llm_fabric.enrollment.registry import sign_file
 from llm_fabric.errors import UsageError
-from llm_fabric.signing import KeyPair, default_private_key_path, init_keys, load_private_key
 from llm_fabric.site import gitrepo
 from llm_fabric.site.schemas import SCHEMA_DIR, export_schemas, kind_of, modeline
+from llm_fabric.trust.signatures import KeyPair, default_private_key_path, init_keys, load_private_key
 
 SKELETON_FABRIC = """\
 version: 1

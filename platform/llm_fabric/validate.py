@@ -18,7 +18,7 @@ from llm_fabric.ledger.site_checks import site_checks as ledger_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
-from llm_fabric.trust import TrustRoot, trust_root
+from llm_fabric.trust.root import TrustRoot, trust_root
 
 
 def site_checks() -> list[SiteCheck]:

@@ -14,7 +14,7 @@ from llm_fabric.deploy.build import StackInputs, load_inputs
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.distribution import data_path
 from llm_fabric.init import init_site
-from llm_fabric.site.loader import load_site
+from llm_fabric.trust.sites import load_trusted_site
 from tests.deploy.planfixture import seed_plan
 
 REFERENCE = data_path("examples", "cerit-sc")
@@ -24,7 +24,7 @@ REFERENCE = data_path("examples", "cerit-sc")
 def reference_inputs(tmp_path_factory: pytest.TempPathFactory) -> StackInputs:
     # outside the test's tmp_path: tests list and read everything a render writes there
     root = init_site(tmp_path_factory.mktemp("reference") / "site", "cerit-sc").root
-    return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_site(root), plan=seed_plan())
+    return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_trusted_site(root), plan=seed_plan())
 
 
 @pytest.fixture
@@ -35,6 +35,6 @@ def edited_site(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str,
         root = init_site(tmp_path_factory.mktemp("edited") / "site", "cerit-sc").root
         for rel, text in files.items():
             (root / rel).write_text(text)
-        return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_site(root), plan=seed_plan())
+        return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_trusted_site(root), plan=seed_plan())
 
     return make

@@ -13,7 +13,7 @@ from llm_fabric.deploy.manifests import all_objects
 from llm_fabric.deploy.options import STACK_FIELDS, StackOptions, camel, config_keys
 from llm_fabric.deploy.resources.allocations import split_allocation
 from llm_fabric.init import init_site
-from llm_fabric.site.loader import load_site
+from llm_fabric.trust.sites import load_trusted_site
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
@@ -39,7 +39,7 @@ def test_program_is_a_few_lines(stack: str) -> None:
 
 def test_real_plan_renders_and_quotas_match_its_allocations(tmp_path: Path) -> None:
     root = init_site(tmp_path / "site", "cerit-sc").root
-    inputs = load_inputs(StackOptions(site_repo=root, site="brno"), site=load_site(root))
+    inputs = load_inputs(StackOptions(site_repo=root, site="brno"), site=load_trusted_site(root))
     plan = inputs.the_plan()  # plan_site on the reference site
     objects = all_objects(build_stack("serving", inputs))
     workloads = [o for o in objects if o["kind"] == "Deployment" and L.REPLICA in o["metadata"]["labels"]]

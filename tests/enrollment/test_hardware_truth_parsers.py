@@ -24,8 +24,8 @@ from llm_fabric.enrollment.facts import ProbeResult
 from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_topo, rdma
 from llm_fabric.errors import ParseError
 from llm_fabric.hardware.catalog import load_gpu_catalog
-from llm_fabric.signing import canonical_bytes
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.signatures import canonical_bytes
 from tests.fixtures.factsbundle import make_bundle
 from tests.fixtures.testhost import FIXTURES
 

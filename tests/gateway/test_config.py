@@ -134,7 +134,7 @@ def test_an_sglang_deployment_gets_the_engine_helpers_fields(tmp_path: Path) -> 
     from llm_fabric.engine.request_hooks import request_fields
     from llm_fabric.gateway.config import build_gateway
     from llm_fabric.plan.document import load_plan
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.trust.sites import load_trusted_site
 
     repo = make_gateway_site(tmp_path / "site")
     plan = load_plan(make_gateway_plan(repo, tmp_path))
@@ -144,42 +144,41 @@ def test_an_sglang_deployment_gets_the_engine_helpers_fields(tmp_path: Path) -> 
             args = [*r.engine_args, "--enable-priority-scheduling", "--schedule-low-priority-values-first"]
             r = r.model_copy(update={"engine": "sglang", "engine_args": args})
         replicas.append(r)
-    files = build_gateway(load_site(repo), plan.model_copy(update={"replicas": replicas}), site_id="brno")
+    files = build_gateway(load_trusted_site(repo), plan.model_copy(update={"replicas": replicas}), site_id="brno")
     dep = files.settings.deployments["qwen3-5-122b"]
     assert dep.engine == "sglang"
     assert dep.owner_fields == request_fields("sglang", owner=True)
     assert dep.pool_fields["priority"] == 10 and "custom_logit_processor" in dep.pool_fields
 
 
-def test_the_gateway_routes_only_to_nodes_the_one_trust_gate_passes(tmp_path: Path) -> None:
-    """build_gateway (also reached by render's gateway bundles) calls trust.trusted_nodes, as plan does."""
-    import subprocess
-
+def test_the_gateway_takes_only_a_site_the_trust_gate_passed(tmp_path: Path) -> None:
+    """build_gateway (also reached by render's gateway bundles) takes a TrustedSite, which only the gate makes."""
     from llm_fabric.errors import PolicyRefusal
     from llm_fabric.gateway.config import build_gateway
     from llm_fabric.plan.document import load_plan
-    from llm_fabric.site.loader import collect_site, load_site
+    from llm_fabric.site.loader import load_site
+    from llm_fabric.trust.sites import TrustedSite, load_trusted_site
 
     repo = make_gateway_site(tmp_path / "site")
     plan = load_plan(make_gateway_plan(repo, tmp_path))
     brno = [r for r in plan.replicas if r.site == "brno"]
-    assert build_gateway(load_site(repo), plan, site_id="brno").settings.deployments
+    assert build_gateway(load_trusted_site(repo), plan, site_id="brno").settings.deployments
+    with pytest.raises(TypeError, match="made only by load_trusted_site"):
+        TrustedSite(root=repo, config=load_site(repo).config)
     node = repo / "nodes" / f"{brno[0].node}.yaml"
     original = node.read_text()
     node.write_text(original.replace("memory_gb: 2048", "memory_gb: 1024"))  # changed after it was signed
     with pytest.raises(PolicyRefusal) as refused:
-        build_gateway(load_site(repo), plan, site_id="brno")
+        load_trusted_site(repo)
     assert "untrusted nodes are never planned" in refused.value.message
     assert any(brno[0].node in p.message for p in refused.value.problems)
     node.write_text(original)
-    # a plan older than the site repo: a replica on a node the repo no longer has (validate would also
-    # name ledger.yaml's reference to it; the repo is taken as it is)
-    subprocess.run(["git", "rm", "-q", str(node)], cwd=repo, check=True)
-    site, _ = collect_site(repo)
-    assert site is not None
+    # a plan older than the site repo: a replica on a node the repo does not have
+    moved = brno[0].model_copy(update={"node": "gone-01"})
+    stale_plan = plan.model_copy(update={"replicas": [moved, *(r for r in plan.replicas if r is not brno[0])]})
     with pytest.raises(PolicyRefusal) as stale:
-        build_gateway(site, plan, site_id="brno")
-    assert "which the site repo does not have" in stale.value.problems[0].message
+        build_gateway(load_trusted_site(repo), stale_plan, site_id="brno")
+    assert "`gone-01`, which the site repo does not have" in stale.value.problems[0].message
     assert f"fabric plan -C {repo} -o FILE" in (stale.value.problems[0].hint or "")
 
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.cli.main import main
 from llm_fabric.ledger.report.manifest import MANIFEST, _canonical, write_manifest
 from llm_fabric.ledger.store.period import Month
-from llm_fabric.signing import KEY_ENV, init_keys, key_id
+from llm_fabric.trust.signatures import KEY_ENV, init_keys, key_id
 from tests.fixtures.ledger_synthetic import generate_records
 
 

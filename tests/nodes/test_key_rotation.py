@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from llm_fabric.enrollment.registry import verify_nodes
-from llm_fabric.signing import default_private_key_path, key_id, load_private_key
+from llm_fabric.trust.signatures import default_private_key_path, key_id, load_private_key
 from tests.fixtures.cli import fabric, git
 from tests.fixtures.factsbundle import write_bundle
 

@@ -22,8 +22,8 @@ from llm_fabric.documents import load_model
 from llm_fabric.enrollment.registry import verify_nodes
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.nodes.retire import DrainOptions, retire_node
-from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 from tests.fixtures.testhost import TestHost
 
 FABRIC = str(Path(sys.executable).parent / "fabric")

@@ -10,8 +10,8 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.enrollment.registry import sign_file
-from llm_fabric.signing import default_private_key_path, load_private_key
 from llm_fabric.site.gitrepo import commit_paths
+from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
 
 def _commit(site: Path, path: Path, text: str, message: str) -> None:
@@ -81,7 +81,9 @@ def test_raised_target_beyond_capacity_is_a_shortfall_in_words(
     _commit(site_repo, dep, dep.read_text().replace("replicas: 1", "replicas: 3"), "kimi: 3 replicas")
     capsys.readouterr()
     assert main(["plan", str(site_repo), "--base", "HEAD~1", "--format", "markdown"]) == 3
-    md = capsys.readouterr().out
+    md, err = capsys.readouterr()
+    # the comment goes to stdout whole; the refusal is said once, on stderr
+    assert err.endswith("\nerror: the plan for `cerit-sc` is incomplete (1 problem, listed above)\n")
     assert "(INCOMPLETE)" in md
     assert "| new | placement.shortfall | kimi-k2-6: 1 of 3 replicas |" in md
     assert "each replica needs 4 GPUs inside one node" in md

@@ -9,7 +9,7 @@ import click
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, UsageError
+from llm_fabric.errors import FabricError, UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.deploy.crd_validation import CheckReport
@@ -78,58 +78,28 @@ def render_command(
       fabric render -C ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
       fabric render -C ./site --out ./site/deploy --all-sites --flux-repo ssh://git@git.example/fed/site.git
     """
-    from llm_fabric.deploy.build import STACK_ORDER, load_inputs
-    from llm_fabric.deploy.crd_validation import CrdSchemas, check_manifests
     from llm_fabric.deploy.options import StackOptions
-    from llm_fabric.deploy.render import render_stacks
+    from llm_fabric.deploy.site_renders import GitOpsTargets, render_sites
 
     if crds_dir is not None and not check:
         raise UsageError("--crds is used by --check", hint="add --check")
     if all_sites and site is not None:
         raise UsageError("--site and --all-sites exclude each other", hint="pass one of them")
-    options = StackOptions(site_repo=site_repo, site=site, plan_file=plan_file)
-    if all_sites:
-        from llm_fabric.site.loader import load_site
-
-        repo = load_site(site_repo)
-        first = load_inputs(options.model_copy(update={"site": next(iter(repo.config.sites))}), site=repo)
-    else:
-        first = load_inputs(options)
-    crds = CrdSchemas.load(crds_dir) if crds_dir is not None else None  # a wrong folder fails before writing
-    chosen = tuple(s for s in STACK_ORDER if s in stacks) if stacks else STACK_ORDER
-    site_ids = list(first.site.config.sites) if all_sites else [first.site_id]
-    plan = first.the_plan() if all_sites else None  # one plan for every site: each folder holds its own part
-    rendered = []
-    for site_id in site_ids:
-        inputs = (
-            first
-            if site_id == first.site_id
-            else load_inputs(options.model_copy(update={"site": site_id}), site=first.site, plan=plan)
-        )
-        if plan is not None:
-            inputs.plan = plan
-        version = inputs.site.config.sites[site_id].cluster.kubernetes_version
-        checked: list[CheckReport] = []
-
-        def run_check(manifests: list[tuple[Path, str]], v: str = version, into: list[CheckReport] = checked) -> None:
-            into.append(check_manifests(manifests, v, crds))
-
-        result = render_stacks(
-            inputs,
-            out,
-            stacks=chosen,
-            operator_repo=operator_repo,
-            operator_branch=operator_branch,
-            flux_repo=flux_repo,
-            flux_branch=flux_branch,
-            check=run_check if check else None,
-        )
-        rendered.append((result, checked[0] if checked else None))
+    rendered = render_sites(
+        StackOptions(site_repo=site_repo, site=site, plan_file=plan_file),
+        out,
+        all_sites=all_sites,
+        stacks=stacks,
+        targets=GitOpsTargets(operator_repo, operator_branch, flux_repo, flux_branch),
+        check=check,
+        crds_dir=crds_dir,
+    )
     if as_json:
-        dicts = [r.as_dict() | ({"check": c.as_dict()} if c is not None else {}) for r, c in rendered]
+        dicts = [r.result.as_dict() | ({"check": r.check.as_dict()} if r.check is not None else {}) for r in rendered]
         print_json(dicts if all_sites else dicts[0])
         return
-    for result, report in rendered:
+    for one in rendered:
+        result, report = one.result, one.check
         counts = ", ".join(f"{n} {stack}" for stack, n in result.objects.items())
         console.print(f"rendered site [bold]{result.site}[/] into {out / result.site}: {counts} objects")
         console.print(f"{len(result.files)} files written or unchanged, {len(result.removed)} stale files removed")
@@ -178,7 +148,7 @@ def provision_command(
     check: bool,
     extra: tuple[str, ...],
     as_json: bool,
-) -> int:
+) -> None:
     """Run playbooks/provision.yml for an enrolled NODE: preflight, GPU runtime, kernels, weights cache, join.
 
     Variables come from the node manifest and the kernel matrix; -e overrides a role's variable
@@ -192,7 +162,7 @@ def provision_command(
     from llm_fabric.deploy.options import StackOptions
     from llm_fabric.nodes.provision import find_node, provision_node
     from llm_fabric.playbook_runner import Target
-    from llm_fabric.trust import load_trusted_site
+    from llm_fabric.trust.sites import load_trusted_site
 
     site = load_trusted_site(site_repo)
     manifest = find_node(site, node)
@@ -231,9 +201,14 @@ def provision_command(
         for failure in result.failures:
             console.print(f"  failed: {failure}", markup=False)
     if result.succeeded:
-        return EXIT_OK
+        return
     # a failed task is the node's state or its settings (exit 2); a runner that did not finish is ours (1)
-    return EXIT_USAGE if result.status in ("successful", "failed") else EXIT_INTERNAL
+    if result.status in ("successful", "failed"):
+        raise UsageError(
+            f"provision.yml failed on {node} ({len(result.failures)} failed tasks, listed above)",
+            hint="fix the node or its settings (-e KEY=VALUE), then run it again",
+        )
+    raise FabricError(f"provision.yml did not finish on {node}: {result.status}")
 
 
 commands = [render_command, provision_command]

@@ -236,8 +236,8 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
     Example:
       fabric keys init --site-repo ./site
     """
-    from llm_fabric.signing import default_private_key_path, init_keys
     from llm_fabric.site import gitrepo
+    from llm_fabric.trust.signatures import default_private_key_path, init_keys
 
     pair = init_keys(site_repo, private_key or default_private_key_path(site_repo))
     commit = (
@@ -265,8 +265,8 @@ def keys_add_command(public_key: Path, site_repo: Path, key_path: Path | None, n
     Example:
       fabric keys add ./operator-2027.pub --site-repo ./site --key ./site.enrollment.key
     """
-    from llm_fabric.signing import default_private_key_path, load_private_key
-    from llm_fabric.trust import add_key
+    from llm_fabric.trust.root import add_key
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
     added = add_key(site_repo, public_key, private, name)
@@ -297,7 +297,7 @@ def keys_rotate_command(
       fabric keys rotate --site-repo ./site --branch rotate-key
     """
     from llm_fabric.nodes.key_rotation import rotate_key
-    from llm_fabric.signing import default_private_key_path, load_private_key
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
     old = load_private_key(key_path or default_private_key_path(site_repo))
     r = rotate_key(site_repo, old, new_private_key, branch=branch)
@@ -416,7 +416,7 @@ def nodes_verify_command(site_repo: Path) -> int:
       fabric nodes verify --site-repo ./site
     """
     from llm_fabric.enrollment.registry import verify_nodes
-    from llm_fabric.trust import signature_fix_hint
+    from llm_fabric.trust.sites import signature_fix_hint
 
     statuses = verify_nodes(site_repo)
     bad = [s for s in statuses if s.problem is not None]
@@ -481,7 +481,7 @@ def nodes_retire_command(
       fabric nodes retire old-box --site-repo ./site --no-drain
     """
     from llm_fabric.nodes.retire import DrainOptions, retire_node
-    from llm_fabric.signing import default_private_key_path, load_private_key
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
     _warn_if_invalid_after(site_repo, name, "retired", after_drain=not no_drain)
@@ -518,7 +518,7 @@ def _warn_if_invalid_after(site_repo: Path, name: str, status: str, *, after_dra
 
 def _set_schedulable(site_repo: Path, name: str, key_path: Path | None, status: Literal["active", "cordoned"]) -> None:
     from llm_fabric.nodes.cordon import set_schedulable
-    from llm_fabric.signing import default_private_key_path, load_private_key
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
     if status == "cordoned":
@@ -571,7 +571,7 @@ def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> Non
       fabric nodes sign dgx-b300-02 --site-repo ./site
     """
     from llm_fabric.enrollment.registry import sign_declared
-    from llm_fabric.signing import default_private_key_path, load_private_key
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
     private = load_private_key(key_path or default_private_key_path(site_repo))
     result = sign_declared(site_repo, name, private)

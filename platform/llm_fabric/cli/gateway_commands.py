@@ -47,7 +47,7 @@ def _build(
 ) -> GatewayFiles:
     from llm_fabric.gateway.config import build_gateway, gateway_site
     from llm_fabric.plan.document import load_plan
-    from llm_fabric.trust import load_trusted_site
+    from llm_fabric.trust.sites import load_trusted_site
 
     site = load_trusted_site(site_repo)
     if plan_file is not None:

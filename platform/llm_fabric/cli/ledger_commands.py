@@ -100,9 +100,9 @@ def report_command(
     assert month is not None and out is not None
     from llm_fabric.ledger.report.build import build_report, report_inputs
     from llm_fabric.ledger.report.publish import write_report
-    from llm_fabric.ledger.report_keys import signing_key
+    from llm_fabric.trust.report_keys import signing_key
     from llm_fabric.ledger.store.database import site_store
-    from llm_fabric.signing import key_id
+    from llm_fabric.trust.signatures import key_id
     from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
@@ -163,7 +163,7 @@ def verify_command(
       fabric report verify report-2026-11 --public-key federation.pub --json
     """
     from llm_fabric.ledger.report.manifest import verify
-    from llm_fabric.ledger.report_keys import trusted_keys
+    from llm_fabric.trust.report_keys import trusted_keys
 
     trusted, trusted_from = trusted_keys(site_repo, public_key)
     result = verify(out, trusted)
@@ -228,7 +228,6 @@ def exporter_command(
     from prometheus_client import generate_latest, start_http_server
 
     from llm_fabric.ledger.report.exporter import build_registry, exporter_inputs
-    from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
     inputs = exporter_inputs(
@@ -344,7 +343,6 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     Example:
       fabric ledger status -C ./site --json
     """
-    from llm_fabric.ledger.store.database import LedgerStore, site_store
 
     with LedgerStore(site_store(site_repo, store), read_only=True, memory_limit="1GB") as ledger:
         status = ledger.status()
@@ -371,7 +369,6 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     Example:
       fabric ledger check -C ./site --month 2026-11
     """
-    from llm_fabric.ledger.store.database import LedgerStore, site_store
     from llm_fabric.ledger.store.period import Month
     from llm_fabric.ledger.store.usage import checked_usage
 

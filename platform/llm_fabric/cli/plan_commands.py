@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,7 +10,7 @@ from rich.table import Table
 
 from llm_fabric.cli.options import keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
-from llm_fabric.errors import EXIT_OK, EXIT_POLICY
+from llm_fabric.errors import PolicyRefusal
 
 if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is made
     from llm_fabric.plan.document import Plan, PlanDiff
@@ -53,7 +52,7 @@ def plan_command(
     output: Path | None,
     fmt: str,
     time_limit: float | None,
-) -> int:
+) -> None:
     """Plan the placement of every deployment of the site repo (the current folder, or -C DIR).
 
     Shows, per deployment, the replicas (node and GPUs, TP, quantization), KV pool, sessions at the
@@ -68,43 +67,35 @@ def plan_command(
       fabric plan -C ./site -o plan.json && fabric render -C ./site --plan plan.json --out ./deploy
       fabric plan --base HEAD~1 --json          # inside the site repo
     """
-    from llm_fabric.plan.diff import diff_plans
     from llm_fabric.plan.document import plan_json, write_plan
-    from llm_fabric.plan.planning import plan_site
     from llm_fabric.plan.report import markdown
-    from llm_fabric.plan.revision import checkout_revision
-    from llm_fabric.trust import load_trusted_site, trust_root
+    from llm_fabric.plan.review import plan_repo
 
-    # with --base the nodes are judged by the base revision's keys: a change cannot vouch for itself
-    trust = trust_root(site_repo, base_rev, keyring)
-    for change in trust.changes:
-        err_console.print(f"key change: {change.describe()}", markup=False)
-    trust.require_accepted()
-    site = load_trusted_site(site_repo, trust.keys)
-    diff = None
-    if base_rev is not None:
-        with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
-            base_site = load_trusted_site(checkout_revision(site_repo, base_rev, Path(tmp)), trust.base_keys)
-            base_plan = plan_site(base_site, time_limit_s=time_limit)
-        plan = plan_site(site, base_plan, time_limit_s=time_limit)
-        diff = diff_plans(base_plan, plan, base_rev)
-        plan = plan.model_copy(update={"diff": diff})
-    else:
-        plan = plan_site(site, time_limit_s=time_limit)
+    reviewed = plan_repo(
+        site_repo,
+        base_rev,
+        keyring,
+        time_limit_s=time_limit,
+        on_key_change=lambda change: err_console.print(f"key change: {change.describe()}", markup=False),
+    )
+    plan, diff = reviewed.plan, reviewed.diff
     if output is not None:
         write_plan(plan, output)
     if as_json:
         click.echo(plan_json(plan), nl=False)
     elif fmt == "markdown":
-        if trust.changes:  # the PR comment shows what the change does to the federation's keys, first
-            lines = "".join(f"- {c.describe()}\n" for c in trust.changes)
+        if reviewed.key_changes:  # the PR comment shows what the change does to the federation's keys, first
+            lines = "".join(f"- {c.describe()}\n" for c in reviewed.key_changes)
             click.echo(f"### Key changes\n\n{lines}\n", nl=False)
         click.echo(markdown(plan, diff), nl=False)
     else:
         _print_tables(plan, diff)
     if output is not None and not as_json:
         console.print(f"plan written to {output}", markup=False)
-    return EXIT_OK if plan.complete else EXIT_POLICY
+    if not plan.complete:  # the reasons are in the output above; the edge shows this once, with exit 3
+        count = len(plan.violations) + len(plan.shortfalls)
+        what = f"{count} problem{'s' if count != 1 else ''}"
+        raise PolicyRefusal(f"the plan for `{plan.federation}` is incomplete ({what}, listed above)")
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:

@@ -13,8 +13,7 @@ from llm_fabric.deploy.resources.serving import build_serving
 from llm_fabric.deploy.sites import resolve_site
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan, load_plan
-from llm_fabric.site.loader import SiteRepo
-from llm_fabric.trust import load_trusted_site
+from llm_fabric.trust.sites import TrustedSite, load_trusted_site
 
 # the order to deploy them in: cluster-wide quota first, then the namespace and its workloads
 STACK_ORDER = ("allocations", "serving", "observability")
@@ -22,7 +21,7 @@ STACK_ORDER = ("allocations", "serving", "observability")
 
 @dataclass
 class StackInputs:
-    site: SiteRepo
+    site: TrustedSite
     site_id: str
     namespace: str
     options: StackOptions
@@ -39,7 +38,7 @@ class StackInputs:
         return self.plan.require_complete()
 
 
-def load_inputs(options: StackOptions, *, site: SiteRepo | None = None, plan: Plan | None = None) -> StackInputs:
+def load_inputs(options: StackOptions, *, site: TrustedSite | None = None, plan: Plan | None = None) -> StackInputs:
     repo = site if site is not None else load_trusted_site(options.site_repo)
     site_id = resolve_site(repo, options.site)
     namespace = repo.config.sites[site_id].cluster.namespace

@@ -17,11 +17,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import dump_yaml, load_model, read_yaml, validate_document
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
-from llm_fabric.signing import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
 from llm_fabric.site.schemas import modeline
+from llm_fabric.trust.signatures import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
 
 NODES = "nodes"
 # facts that change on every enrolment and say nothing about the machine

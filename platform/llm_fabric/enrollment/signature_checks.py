@@ -1,4 +1,4 @@
-"""`fabric validate`: every node manifest must be trusted (llm_fabric.trust.untrusted_nodes).
+"""`fabric validate`: every node manifest must be trusted (llm_fabric.trust.sites.untrusted_nodes).
 
 Unsigned or altered manifests, keys outside keys/ and replays of a retired node's old manifest are
 policy violations (exit 3): a federation cannot place workloads on hardware claims that nobody with
@@ -10,7 +10,7 @@ from __future__ import annotations
 from llm_fabric.errors import UsageError
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.validation import Finding, SiteCheck
-from llm_fabric.trust import Keys, untrusted_nodes
+from llm_fabric.trust.sites import Keys, untrusted_nodes
 
 
 def check_node_signatures(site: SiteRepo, keys: Keys | None = None) -> list[Finding]:

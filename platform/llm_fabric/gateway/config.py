@@ -35,7 +35,7 @@ from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
-from llm_fabric.trust import trusted_nodes
+from llm_fabric.trust.sites import TrustedSite
 
 HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
@@ -146,15 +146,15 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
     )
 
 
-def check_trusted_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
+def check_trusted_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> None:
     """Route only to replicas on active nodes the site repo holds, all of them trusted (PolicyRefusal otherwise).
 
-    Trust is judged by `trust.trusted_nodes`, the one gate that plan, render and provision pass too. A
+    Trust was judged when the `TrustedSite` was loaded, the one gate plan, render and provision pass too. A
     retired node stays in the repo (its manifest says `retired`), but its machine is gone: a plan that
     still places a replica there is as stale as one that names a node the repo never had. A cordoned
     node still serves what it runs until the next plan is deployed, so it is not refused here.
     """
-    trusted = trusted_nodes(site)
+    trusted = site.nodes
     problems = []
     for r in replicas:
         node = trusted.get(r.node)
@@ -178,7 +178,7 @@ def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: 
 
 
 def build_gateway(
-    site: SiteRepo,
+    site: TrustedSite,
     plan: Plan,
     *,
     site_id: str,

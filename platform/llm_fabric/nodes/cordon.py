@@ -17,9 +17,9 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.enrollment.registry import Registration, manifest_text, registry_lock, verified_manifest
 from llm_fabric.errors import UsageError
 from llm_fabric.nodes.retire import resigned_text
-from llm_fabric.signing import sign_manifest
 from llm_fabric.site import gitrepo
-from llm_fabric.trust import reenroll_command
+from llm_fabric.trust.signatures import sign_manifest
+from llm_fabric.trust.sites import reenroll_command
 
 Status = Literal["active", "cordoned"]
 

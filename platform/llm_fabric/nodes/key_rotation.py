@@ -1,7 +1,7 @@
 """Rotating the federation's enrollment key: two reviewed changes, so that no node is ever unverifiable.
 
 1. `rotate`: a new key pair; its public key goes into keys/ beside the old one, endorsed by the old
-   key (llm_fabric.trust: what `validate --base` accepts), and every node manifest is re-signed with
+   key (llm_fabric.trust.root: what `validate --base` accepts), and every node manifest is re-signed with
    it, in one commit (or onto a review branch). The old key stays in keys/,
    so the repo verifies before the change, with it, and after it has landed.
 2. `retire`, once the rotation has landed: the old key leaves keys/ (kept in keys/retired/ for
@@ -25,7 +25,9 @@ from llm_fabric.documents import load_model
 from llm_fabric.enrollment.registry import NODES, manifest_text, registry_lock
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.nodes.retire import resigned_text
-from llm_fabric.signing import (
+from llm_fabric.site import gitrepo
+from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.signatures import (
     ENDORSEMENT_SUFFIX,
     KEYS_DIR,
     endorse_key,
@@ -34,8 +36,6 @@ from llm_fabric.signing import (
     sign_manifest,
     verify_manifest,
 )
-from llm_fabric.site import gitrepo
-from llm_fabric.site.models import NodeManifest
 
 RETIRED_KEYS = "retired"  # keys/retired/: public keys no longer trusted, kept for old reports
 

@@ -18,13 +18,13 @@ from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 from llm_fabric.playbook_runner import PlaybookResult, Target, control_machine, run_playbook
-from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.sites import TrustedSite
 
 Mode = Literal["full", "files"]
 
 
-def find_node(site: SiteRepo, name: str) -> NodeManifest:
+def find_node(site: TrustedSite, name: str) -> NodeManifest:
     if name not in site.nodes:
         guess = suggest(name, sorted(site.nodes))
         enroll = f"fabric enroll HOST --site-repo {site.root} --owner GROUP --site SITE --name {name}"
@@ -68,7 +68,7 @@ def provision_vars(node: NodeManifest, options: StackOptions, mode: Mode) -> dic
 
 
 def provision_node(
-    site: SiteRepo,
+    site: TrustedSite,
     name: str,
     target: Target,
     *,

@@ -30,10 +30,10 @@ from llm_fabric.enrollment.registry import (
 from llm_fabric.errors import UsageError
 from llm_fabric.nodes.provision import drain_node
 from llm_fabric.playbook_runner import PlaybookResult
-from llm_fabric.signing import sign_manifest
 from llm_fabric.site import gitrepo
 from llm_fabric.site.loader import FABRIC_FILE
 from llm_fabric.site.models import FabricConfig, NodeManifest, RetirementRecord
+from llm_fabric.trust.signatures import sign_manifest
 
 _NO_DRAIN_HINT = "if the machine and its Kubernetes node are already gone, retire it with --no-drain"
 # kubectl's --timeout takes a Go duration

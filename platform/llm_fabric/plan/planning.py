@@ -26,15 +26,15 @@ from llm_fabric.policies.allocation import OwnerShare, allocation_policy, owner_
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.eligibility import ModelFacts, node_refusals
 from llm_fabric.policies.gate import evaluate_policies
-from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import Deployment, NodeManifest, PolicySet
+from llm_fabric.trust.sites import TrustedSite
 
 TIME_LIMIT_ENV = "FABRIC_PLAN_TIME_LIMIT"
 
 
 @dataclass
 class PlanContext:
-    site: SiteRepo
+    site: TrustedSite
     policies: PolicySet
     shares: dict[str, OwnerShare]
     recipes: dict[str, Recipe]
@@ -54,7 +54,7 @@ class PlanContext:
     multi: MultiNodePlan = field(default_factory=MultiNodePlan)
 
     @classmethod
-    def of(cls, site: SiteRepo) -> PlanContext:
+    def of(cls, site: TrustedSite) -> PlanContext:
         recipes = load_recipes()
         policies = effective_policies(site)
         ctx = cls(
@@ -466,7 +466,7 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
     return out
 
 
-def plan_site(site: SiteRepo, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
+def plan_site(site: TrustedSite, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
     ctx = PlanContext.of(site)
     ctx.multi = _multi_node(ctx, base)
     classes, reps = node_classes(ctx)

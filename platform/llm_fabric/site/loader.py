@@ -173,6 +173,11 @@ def _present(path: Path) -> bool:
 def load_site(root: Path) -> SiteRepo:
     """A fully valid site repo, or ConfigError listing every problem."""
     site, problems = collect_site(root)
+    return require_valid(root, site, problems)
+
+
+def require_valid(root: Path, site: SiteRepo | None, problems: list[Problem]) -> SiteRepo:
+    """`site` when `collect_site` found no problem; ConfigError listing every one otherwise."""
     if problems or site is None:
         raise ConfigError(problems, summary=f"site repo {root} is not valid ({len(problems)} problems)")
     return site

@@ -18,8 +18,8 @@ from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.sites import active_nodes
 from llm_fabric.policies.defaults import effective_policies
-from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import AllocationPolicy, Tenant
+from llm_fabric.trust.sites import TrustedSite
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
@@ -44,11 +44,11 @@ class Allocation:
         return flavor.contributed - sum(d.get(flavor.name, 0) for d in self.dedicated.values())
 
 
-def pool_queue_name(site: SiteRepo) -> str:
+def pool_queue_name(site: TrustedSite) -> str:
     return L.dns_name(site.config.federation.name, "pool")
 
 
-def dedicated_gpus(site: SiteRepo, tenant: Tenant) -> int:
+def dedicated_gpus(site: TrustedSite, tenant: Tenant) -> int:
     """GPUs a tenant's dedicated allocation takes: its `gpus`, or what its reserved replicas need if more."""
     if tenant.dedicated is None:
         return 0
@@ -60,7 +60,7 @@ def dedicated_gpus(site: SiteRepo, tenant: Tenant) -> int:
     return max(tenant.dedicated.gpus, replica_gpus)
 
 
-def split_allocation(site: SiteRepo, site_id: str) -> Allocation:
+def split_allocation(site: TrustedSite, site_id: str) -> Allocation:
     contributed: dict[tuple[str, str, str], int] = defaultdict(int)
     for node in active_nodes(site, site_id):
         key = (node.gpus.catalog_id, node.owner, L.GPU_RESOURCE[node.gpus.vendor])
@@ -82,7 +82,7 @@ def split_allocation(site: SiteRepo, site_id: str) -> Allocation:
     return Allocation(flavors, dedicated)
 
 
-def _taken_elsewhere(site: SiteRepo, site_id: str, tenant: Tenant) -> int:
+def _taken_elsewhere(site: TrustedSite, site_id: str, tenant: Tenant) -> int:
     """Dedicated GPUs already met by the tenant's nodes at sites sorted before this one."""
     earlier = sorted(s for s in site.config.sites if s < site_id)
     held = sum(
@@ -93,16 +93,16 @@ def _taken_elsewhere(site: SiteRepo, site_id: str, tenant: Tenant) -> int:
     return min(held, dedicated_gpus(site, tenant))
 
 
-def queue_names(site: SiteRepo) -> list[str]:
+def queue_names(site: TrustedSite) -> list[str]:
     """ClusterQueues (and their LocalQueues): one per tenant, plus the pool's."""
     return [*sorted(site.tenants), pool_queue_name(site)]
 
 
-def build_local_queues(site: SiteRepo, namespace: str) -> list[Bundle]:
+def build_local_queues(site: TrustedSite, namespace: str) -> list[Bundle]:
     return [Bundle("local-queues", namespace, [_local_queue(name, namespace) for name in queue_names(site)])]
 
 
-def build_allocations(site: SiteRepo, site_id: str) -> list[Bundle]:
+def build_allocations(site: TrustedSite, site_id: str) -> list[Bundle]:
     alloc = split_allocation(site, site_id)
     policy = effective_policies(site).allocation or AllocationPolicy()
     cohort = site.config.federation.name

@@ -33,8 +33,8 @@ from llm_fabric.gateway.runtime.settings import (
     WRITER_ENV,
 )
 from llm_fabric.plan.document import Plan
-from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig
+from llm_fabric.trust.sites import TrustedSite
 
 NAME = "fabric-gateway"
 PORT = 4000
@@ -59,7 +59,7 @@ EPP_METRICS_PORT = 9090
 EPP_CONFIG_FILE = "epp-config.yaml"
 
 
-def build_gateway_bundles(site: SiteRepo, plan: Plan, site_id: str, namespace: str) -> list[Bundle]:
+def build_gateway_bundles(site: TrustedSite, plan: Plan, site_id: str, namespace: str) -> list[Bundle]:
     """The gateway's objects, when this site runs it; none otherwise."""
     gw = site.config.gateway
     if gw is None or (gw.site or next(iter(site.config.sites))) != site_id:
@@ -73,7 +73,7 @@ def build_gateway_bundles(site: SiteRepo, plan: Plan, site_id: str, namespace: s
 
 
 def _gateway_objects(
-    site: SiteRepo, site_id: str, namespace: str, gw: GatewayConfig, files: GatewayFiles
+    site: TrustedSite, site_id: str, namespace: str, gw: GatewayConfig, files: GatewayFiles
 ) -> list[Manifest]:
     labels = L.common_labels("gateway", NAME) | GATEWAY_LABELS
     texts = gateway_texts(files, with_keys=False)
@@ -190,7 +190,7 @@ def _records_claim(namespace: str, gw: GatewayConfig, labels: dict[str, str]) ->
     }
 
 
-def _egress(site: SiteRepo, site_id: str, namespace: str, labels: dict[str, str], gw: GatewayConfig) -> Manifest:
+def _egress(site: TrustedSite, site_id: str, namespace: str, labels: dict[str, str], gw: GatewayConfig) -> Manifest:
     dns_peer = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},

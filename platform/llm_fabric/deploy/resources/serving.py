@@ -26,8 +26,8 @@ from llm_fabric.engine.backends import backend
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.plan.document import Plan, ReplicaPlacement
-from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.sites import TrustedSite
 
 PRIORITY_DEDICATED = "llm-fabric-dedicated"
 PRIORITY_POOL = "llm-fabric-pool"
@@ -36,7 +36,7 @@ ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/comp
 PROBE_PERIOD = 10
 
 
-def build_serving(site: SiteRepo, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
+def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
     replicas = sorted((r for r in plan.replicas if r.site == site_id), key=lambda r: (r.deployment, r.index))
     _check_nodes(site, replicas)
     bundles = [
@@ -56,7 +56,7 @@ def build_serving(site: SiteRepo, plan: Plan, site_id: str, namespace: str, opti
     return bundles
 
 
-def _check_nodes(site: SiteRepo, replicas: list[ReplicaPlacement]) -> None:
+def _check_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> None:
     problems = [
         Problem(
             f"replica {r.deployment}/{r.index} is placed on node `{r.node}`, which the site repo does not have",
@@ -114,7 +114,7 @@ def _priority_classes() -> list[Manifest]:
     ]
 
 
-def _network_policy(site: SiteRepo, site_id: str, namespace: str) -> Manifest:
+def _network_policy(site: TrustedSite, site_id: str, namespace: str) -> Manifest:
     dns_peer = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},

@@ -7,7 +7,7 @@ its hash, and a changed hash or signature field breaks the signature. Version 1 
 unsigned, the algorithm checked) still verifies. Every file under the folder, in sub-folders too,
 must be listed: an added, linked or missing file, or a missing manifest, is a refusal (exit 3).
 
-Keys are the federation's (llm_fabric.signing: the same key files, loaders and key
+Keys are the federation's (llm_fabric.trust.signatures: the same key files, loaders and key
 ids as node manifests). The signature block also carries the signer's public key, but a key
 found inside the thing being checked proves nothing about who made it: `verify` with trusted
 keys (the site repo's keys/, or a given public key) checks authenticity; without them it checks
@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
-from llm_fabric.signing import key_id
+from llm_fabric.trust.signatures import key_id
 
 MANIFEST = "manifest.json"
 ALGORITHM = "ed25519"

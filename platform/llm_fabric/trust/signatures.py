@@ -7,7 +7,7 @@ does not change the signature, while any change of any value does.
 The federation's public keys live in the site repo (`keys/*.pub`, PEM); the private key lives
 outside it (mode 0600). A key is named by its key id: the first 16 hex digits of the SHA-256 of
 the raw public key. A key added after the first is endorsed by a key the federation already
-trusts: `keys/NAME.pub.endorsement` holds that key's signature over the new key (llm_fabric.trust
+trusts: `keys/NAME.pub.endorsement` holds that key's signature over the new key (llm_fabric.trust.root
 decides, against the base revision, which keys a change may use).
 """
 

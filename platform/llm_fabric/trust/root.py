@@ -5,14 +5,11 @@ adds or replaces a key file is refused unless an already-trusted key endorsed th
 (`keys/NAME.pub.endorsement`, written by `fabric keys add`); every key change is listed either way.
 A change may not delete a retirement record, nor bring back a retired node's older manifest.
 
-`trusted_nodes` is the one gate every consumer of node manifests goes through (plan, render,
-provision, gateway config): a node that is unsigned, signed by an untrusted key, edited after
-signing, or a replay of a manifest from before its retirement is refused (exit 3), never used.
+Which node manifests may be used is `trust.sites` (the `TrustedSite` gate).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -23,7 +20,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.documents import load_model, parse_yaml, validate_document
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
-from llm_fabric.signing import (
+from llm_fabric.site import gitrepo
+from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.paths import RETIRED, check_name, repo_path
+from llm_fabric.trust.signatures import (
     ENDORSEMENT_SUFFIX,
     KEYS_DIR,
     endorse_key,
@@ -33,14 +33,7 @@ from llm_fabric.signing import (
     load_public_keys,
     parse_public_key,
     public_key_files,
-    verify_manifest,
 )
-from llm_fabric.site import gitrepo
-from llm_fabric.site.loader import SiteRepo, load_site
-from llm_fabric.site.models import NodeManifest
-from llm_fabric.site.paths import RETIRED, check_name, repo_path
-
-Keys = Mapping[str, Ed25519PublicKey]
 
 
 @dataclass(frozen=True)
@@ -222,81 +215,6 @@ def _reactivated(path: Path, base_text: str | None, name: str) -> list[Problem]:
             )
         ]
     return []
-
-
-def untrusted_nodes(site: SiteRepo, keys: Keys | None = None) -> list[Problem]:
-    """Why each node that may not be used may not be; [] when all may.
-
-    A node may be used when a trusted key signed it, its GPUs each have their own UUID, and it is not
-    an older manifest of a node that was retired since.
-    """
-    trusted = dict(keys) if keys is not None else load_public_keys(site.root)
-    out = []
-    for name, node in sorted(site.nodes.items()):
-        path = site.path_of("nodes", name)
-        problem = verify_manifest(node, trusted)
-        if problem is not None:
-            loc = ("signature",) if node.signature is not None else ("name",)
-            out.append(site.problem(path, loc, f"node `{name}`: {problem}", _sign_hint(site, name, trusted)))
-        for identity in node.gpus.identity_problems():
-            out.append(
-                site.problem(
-                    path, ("gpus", "uuids"), f"node `{name}`: {identity}", "re-enroll it on a driver that reports UUIDs"
-                )
-            )
-        record = site.retirements.get(name)
-        if record is not None and node.status != "retired" and node.enrolled_at <= record.enrolled_at:
-            out.append(
-                site.problem(
-                    path,
-                    ("status",),
-                    f"node `{name}` was retired on {record.retired_at:%Y-%m-%d}; this manifest is from before that",
-                    "an old manifest was restored: re-enroll the machine (`fabric enroll`) to bring it back",
-                )
-            )
-    return out
-
-
-def _sign_hint(site: SiteRepo, name: str, keys: Keys) -> str:
-    if not keys:
-        return "no trusted keys/*.pub: run `fabric keys init --site-repo DIR`, then sign the nodes"
-    return signature_fix_hint(site.root, site.nodes[name])
-
-
-def signature_fix_hint(root: Path, node: NodeManifest) -> str:
-    """The command that gives NODE a valid signature again, by its provenance.
-
-    `fabric nodes sign` refuses enrolled manifests (their facts come from the machine): for those the
-    fix is re-enrolling; a declared manifest is signed by an operator.
-    """
-    if node.provenance == "enrolled":
-        return f"re-enroll the machine: `{reenroll_command(root, node)}`"
-    return f"have an operator sign it: `fabric nodes sign {node.name} --site-repo {root}`"
-
-
-def reenroll_command(root: Path, node: NodeManifest) -> str:
-    """`fabric enroll` for the machine behind NODE, under the same name, owner and site."""
-    return f"fabric enroll HOST --site-repo {root} --owner {node.owner} --site {node.site} --name {node.name}"
-
-
-def trusted_nodes(site: SiteRepo, keys: Keys | None = None) -> dict[str, NodeManifest]:
-    """The site's nodes, when every one is trusted under `keys` (default: the repo's keys/); PolicyRefusal otherwise."""
-    problems = untrusted_nodes(site, keys)
-    if problems:
-        raise PolicyRefusal(
-            f"{len(problems)} node manifest problem{'s' if len(problems) != 1 else ''}: "
-            "untrusted nodes are never planned, rendered or provisioned",
-            problems=problems,
-            hint="`fabric validate` lists them; `fabric nodes verify` checks the signatures",
-        )
-    return dict(site.nodes)
-
-
-def load_trusted_site(root: Path, keys: Keys | None = None) -> SiteRepo:
-    """`load_site`, then `trusted_nodes`: what plan, render and provision start from."""
-    site = load_site(root)
-    trusted_nodes(site, keys)
-    return site
 
 
 def _refuse_existing(path: Path, *, tracked: bool) -> None:

@@ -11,7 +11,13 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from llm_fabric.errors import UsageError
-from llm_fabric.signing import default_private_key_path, key_id, load_private_key, load_public_key, load_public_keys
+from llm_fabric.trust.signatures import (
+    default_private_key_path,
+    key_id,
+    load_private_key,
+    load_public_key,
+    load_public_keys,
+)
 
 
 def signing_key(site_repo: Path, sign_key: Path | None) -> tuple[Ed25519PrivateKey | None, str]:
