@@ -26,9 +26,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.facts import save_bundle
 from llm_fabric.ledger.store.period import Month
-from llm_fabric.trust.signatures import default_private_key_path
 from llm_fabric.site.gitrepo import git
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.trust.signatures import default_private_key_path
 from tests.fixtures.factsbundle import make_bundle
 from tests.fixtures.ledger_synthetic import generate_records
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llm_fabric.ledger.period import Month
+
 from tests.fixtures.cli import fabric, git
 from tests.fixtures.ledger_synthetic import generate_records
 

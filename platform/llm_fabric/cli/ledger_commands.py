@@ -100,10 +100,10 @@ def report_command(
     assert month is not None and out is not None
     from llm_fabric.ledger.report.build import build_report, report_inputs
     from llm_fabric.ledger.report.publish import write_report
-    from llm_fabric.trust.report_keys import signing_key
     from llm_fabric.ledger.store.database import site_store
-    from llm_fabric.trust.signatures import key_id
     from llm_fabric.site.loader import load_site
+    from llm_fabric.trust.report_keys import signing_key
+    from llm_fabric.trust.signatures import key_id
 
     site = load_site(site_repo)
     inputs = report_inputs(
@@ -228,6 +228,7 @@ def exporter_command(
     from prometheus_client import generate_latest, start_http_server
 
     from llm_fabric.ledger.report.exporter import build_registry, exporter_inputs
+    from llm_fabric.site.loader import load_site
 
     site = load_site(site_repo)
     inputs = exporter_inputs(
@@ -343,6 +344,7 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     Example:
       fabric ledger status -C ./site --json
     """
+    from llm_fabric.ledger.store.database import LedgerStore, site_store
 
     with LedgerStore(site_store(site_repo, store), read_only=True, memory_limit="1GB") as ledger:
         status = ledger.status()
@@ -369,6 +371,7 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     Example:
       fabric ledger check -C ./site --month 2026-11
     """
+    from llm_fabric.ledger.store.database import LedgerStore, site_store
     from llm_fabric.ledger.store.period import Month
     from llm_fabric.ledger.store.usage import checked_usage
 

@@ -15,11 +15,11 @@ from llm_fabric.enrollment.registry import Registration, load_nodes, refuse_clai
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
 from llm_fabric.playbook_runner import Connection, Target
-from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 from llm_fabric.site import gitrepo
 from llm_fabric.site.loader import SiteRepo, collect_site
 from llm_fabric.site.models import GpuInventory, HostInventory, NodeManifest
 from llm_fabric.site.paths import check_name
+from llm_fabric.trust.signatures import default_private_key_path, load_private_key
 
 
 @dataclass
