@@ -94,3 +94,10 @@ keyring_option = click.option(
     metavar="DIR",
     help="Trust root outside the repo: a folder of the federation's *.pub keys (keys/ is judged by it).",
 )
+
+key_option = click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Enrollment private key (default: $FABRIC_ENROLLMENT_KEY, else SITE_REPO.enrollment.key beside the repo).",
+)
