@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -274,9 +273,3 @@ def cpu_stand_in_env(recipe_env: Mapping[str, str]) -> dict[str, str]:
     The rest is the kernel matrix's GPU environment (DeepGEMM, FlashInfer switches): meaningless on a CPU.
     """
     return {key: value for key, value in recipe_env.items() if key.startswith("FABRIC_")}
-
-
-def clear_run_dir(run_dir: Path) -> None:
-    """Remove a finished run's caches (GBs of compiled kernels are not worth keeping in a temp folder)."""
-    for name in ("tmp", "cache"):
-        shutil.rmtree(run_dir / name, ignore_errors=True)
