@@ -15,8 +15,8 @@ from llm_fabric.errors import EXIT_OK, EXIT_POLICY
 if TYPE_CHECKING:
     from llm_fabric.enrollment.enroll import EnrollResult
 
-# The core (pydantic models, Ansible, cryptography) is imported inside each command: every `fabric`
-# invocation imports every command module, and only the command that runs should pay for its imports.
+# The core (pydantic models, Ansible, cryptography) is imported inside each command: `fabric --help`
+# imports every command module, and only the command that runs should pay for its imports.
 
 _STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "red"}
 _TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold red"}

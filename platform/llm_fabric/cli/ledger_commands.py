@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from llm_fabric.ledger.report import ReportInputs
 
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
-# every `fabric` invocation imports this module, and only `fabric report`/`exporter` need them.
+# `fabric --help` and every ledger command import this module, and only `fabric report`/`exporter` need them.
 
 err = FabricConsole(stderr=True, highlight=False, soft_wrap=True)
 _files = click.Path(exists=True, dir_okay=False, path_type=Path)
