@@ -21,6 +21,7 @@ from llm_fabric.signing import KEYS_DIR, load_public_keys, sign_manifest, verify
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
+from llm_fabric.site.root import require_site_root
 from llm_fabric.site.schemas import modeline
 
 NODES = "nodes"
@@ -208,6 +209,7 @@ class NodeStatus:
 
 
 def verify_nodes(root: Path) -> list[NodeStatus]:
+    require_site_root(root)  # outside a site repo an empty nodes/ is a mistake, not an empty fleet
     keys = load_public_keys(root)
     out = []
     for path in sorted((root / NODES).glob("*.yaml")):
