@@ -11,7 +11,7 @@ from rich.table import Table
 
 from llm_fabric.cli.options import key_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import EXIT_OK, PolicyRefusal, Problem, UsageError
+from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 
 # absolute: the registry joins paths onto it and git runs inside it (a relative ./site was staged as site/site/...)
 site_repo = site_repo_option(absolute=True)
@@ -92,7 +92,7 @@ def nodes_show_command(name: str, site_repo: Path) -> None:
 
 @nodes_group.command("verify")
 @site_repo
-def nodes_verify_command(site_repo: Path) -> int:
+def nodes_verify_command(site_repo: Path) -> None:
     """Check every node's signature; exit 3 if any manifest was edited by hand or is unsigned.
 
     \b
@@ -124,7 +124,6 @@ def nodes_verify_command(site_repo: Path) -> int:
             else None,
         )
     console.print(f"[green]all {len(statuses)} node signatures are valid[/]")
-    return EXIT_OK
 
 
 @nodes_group.command("retire")
