@@ -1,8 +1,8 @@
 """CLI start-up: wall time of `import llm_fabric.cli.main` and of `fabric --help` in fresh processes.
 
-Every `fabric` command pays the import of `llm_fabric.cli.main`, which imports every command
-module. Runs interleave the two measurements (a loaded machine drifts) and report medians; the
-heaviest modules come from `python -X importtime`.
+Every `fabric` command pays the import of `llm_fabric.cli.main` (which imports no command module);
+`fabric --help` imports every command module to list them. Runs interleave the two measurements (a
+loaded machine drifts) and report medians; the heaviest modules come from `python -X importtime`.
 
     .venv/bin/python bench/cli_startup.py [--runs 7] [--top 12] [--baseline DIR]
 

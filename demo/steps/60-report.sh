@@ -13,7 +13,7 @@ echo "\$ generate 200,000 request records for $MONTH (DuckDB)"
 "$PYTHON" - "$SITE" "$MONTH" "$records" <<'PY'
 import sys
 from pathlib import Path
-from llm_fabric.ledger.period import Month
+from llm_fabric.ledger.store.period import Month
 from tests.fixtures.ledger_synthetic import generate_records
 from llm_fabric.site.loader import load_site
 site = load_site(Path(sys.argv[1]))

@@ -14,12 +14,24 @@ from llm_fabric.errors import FabricError
 DATA_FOLDERS = ("enrollment", "engine", "kernels", "policies", "playbooks", "stacks", "examples")
 
 
+def package_root() -> Path:
+    """The folder that holds the `llm_fabric` package: platform/ in a checkout, site-packages/ in an install
+    (what a child interpreter in another venv puts on PYTHONPATH to import this code)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def checkout_root() -> Path:
+    """The folder above platform/: in a source checkout, where `make` puts .venv-engine, .venv-gateway and
+    .cache (in an installed wheel, a folder that holds none of them, so the callers fall back)."""
+    return package_root().parent
+
+
 @cache
 def data_root() -> Path:
     packaged = Path(__file__).resolve().parent / "_data"
     if (packaged / "examples").is_dir():
         return packaged
-    checkout = Path(__file__).resolve().parents[2]
+    checkout = checkout_root()
     if (checkout / "examples").is_dir() and (checkout / "pyproject.toml").is_file():
         return checkout
     raise FabricError(

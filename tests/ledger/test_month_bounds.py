@@ -10,8 +10,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from llm_fabric.ledger.period import Month
-
+from llm_fabric.ledger.store.period import Month
 from tests.fixtures.cli import fabric, git
 from tests.fixtures.ledger_synthetic import generate_records
 

@@ -15,7 +15,8 @@ from llm_fabric.errors import UsageError
 if TYPE_CHECKING:
     from llm_fabric.gateway.config import GatewayFiles
 
-# the planner, the site loader and the gateway are imported inside the commands: every `fabric` run imports this
+# the planner, the site loader and the gateway are imported inside the commands: `fabric --help` imports this
+# module, and each command should pay only for its own.
 
 
 def _parse_pairs(values: tuple[str, ...], what: str) -> list[tuple[str, str]]:

@@ -16,7 +16,7 @@ from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
 
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
-# every `fabric` invocation imports this module, and only `fabric report`/`exporter` need them.
+# `fabric --help` and every ledger command import this module, and only `fabric report`/`exporter` need them.
 
 err = FabricConsole(stderr=True, highlight=False, soft_wrap=True)
 _files = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -356,8 +356,14 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     )
     for month, count in dict(status["months"]).items():  # type: ignore[call-overload]
         console.print(f"  {month}: {count:,} records")
-    if status["last_ingest"]:
-        console.print(f"  last ingest: {status['last_ingest']}", markup=False)
+    last: dict[str, Any] | None = status["last_ingest"]  # type: ignore[assignment]
+    if last:
+        console.print(
+            f"  last ingest #{last['ingest']} at {last['ingested_at']}: {', '.join(last['files'])}: "
+            f"{last['records']:,} record(s) read, {last['added']:,} added, {last['duplicates']:,} already there, "
+            f"{last['bad']:,} bad; rollups updated for {last['days']} day(s)",
+            markup=False,
+        )
 
 
 @ledger_group.command("check")

@@ -17,8 +17,8 @@ from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.engine.local.traffic import plan_burst, send_burst, totals_of, write_records
 from llm_fabric.errors import PolicyRefusal, UsageError
 
-# Recipes, the GPU catalog and the vLLM checks are imported inside the commands that use them: every
-# `fabric` invocation imports this module.
+# Recipes, the GPU catalog and the vLLM checks are imported inside the commands that use them: `fabric --help`
+# and every `fabric engine` command import this module, and each should pay only for its own.
 
 
 @click.group("engine")

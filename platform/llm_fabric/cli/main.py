@@ -9,15 +9,19 @@ Pulumi or DuckDB. A new command adds its name here; `tests/cli/test_startup.py` 
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
+import threading
 import traceback
+from types import FrameType
 
 import click
 from rich.text import Text
 
 from llm_fabric import __version__
 from llm_fabric.cli.output import err_console
-from llm_fabric.errors import EXIT_INTERNAL, EXIT_USAGE, FabricError
+from llm_fabric.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, FabricError
 
 COMMANDS: dict[str, str] = {
     "bench": "bench_commands",
@@ -34,8 +38,8 @@ COMMANDS: dict[str, str] = {
     "ledger": "ledger_commands",
     "enroll": "enroll_commands",
     "facts": "enroll_commands",
-    "keys": "enroll_commands",
-    "nodes": "enroll_commands",
+    "keys": "keys_commands",
+    "nodes": "nodes_commands",
     "engine": "local_engine_commands",
     "gateway": "gateway_commands",
     "tenants": "tenant_commands",
@@ -44,11 +48,40 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class ClosedPipe(Exception):
+    """The reader of stdout went away (`fabric plan | head -1` had what it wanted): not fabric's error.
+
+    Raised instead of the BrokenPipeError, which click would turn into exit 1 before `main` sees it."""
+
+
+# SIGINT seen: DuckDB turns the KeyboardInterrupt raised inside a query into RuntimeError('Query interrupted')
+_sigint = threading.Event()
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _sigint.set()
+    raise KeyboardInterrupt
+
+
 class FabricGroup(click.Group):
     """A group that imports a command's module on first use (see `COMMANDS`)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:  # the lazy group has no `commands` for click to suggest from
+            raise click.exceptions.NoSuchCommand(exc.command_name, possibilities=COMMANDS, ctx=ctx) from None
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise ClosedPipe from exc
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         module = COMMANDS.get(cmd_name)
@@ -78,7 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         result = cli.main(args=argv, prog_name="fabric", standalone_mode=False)
-    except click.exceptions.Abort:
+        sys.stdout.flush()  # here, not at exit: a reader that went away is seen while it can be handled
+    except (ClosedPipe, BrokenPipeError):
+        _silence_stdout()
+        return EXIT_OK
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+            return _interrupted()
         err_console.print("aborted")
         return EXIT_USAGE
     except click.exceptions.ClickException as exc:
@@ -93,20 +132,44 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print(Text.assemble(("error:", "bold red"), " ", exc.render()), highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
-        err_console.print("interrupted")
-        return EXIT_USAGE
+        return _interrupted()
+    except RuntimeError:
+        if not _sigint.is_set():
+            return _internal_error(debug)
+        return _interrupted()  # a DuckDB query stopped by Ctrl-C; its transaction was rolled back
     except Exception:  # the one place an unexpected error is turned into exit 1
-        if debug:
-            traceback.print_exc()
-        else:
-            err_console.print(
-                Text.assemble(
-                    ("internal error:", "bold red"), f" {sys.exc_info()[1]!r} (run with --debug for the traceback)"
-                )
+        return _internal_error(debug)
+    return int(result) if isinstance(result, int) else EXIT_OK
+
+
+def _interrupted() -> int:
+    err_console.print("interrupted")
+    return EXIT_INTERRUPTED
+
+
+def _internal_error(debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    else:
+        err_console.print(
+            Text.assemble(
+                ("internal error:", "bold red"), f" {sys.exc_info()[1]!r} (run with --debug for the traceback)"
             )
-        return EXIT_INTERNAL
-    return int(result) if isinstance(result, int) else 0
+        )
+    return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail on the closed pipe again
+    (what Python's signal docs recommend for SIGPIPE); in-process callers (click's CliRunner) have no fd."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        return
 
 
 def run() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where SIGINT is ignored (nohup, &)
+        signal.signal(signal.SIGINT, _on_sigint)
     sys.exit(main())

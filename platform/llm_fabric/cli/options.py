@@ -1,7 +1,8 @@
 """Options that several commands share, defined once.
 
-The site repo is named the way a git user expects: a command run inside a site repo needs no flag;
-`-C DIR` / `--site-repo DIR` (or `$FABRIC_SITE_REPO`) names another one. Commands that took the site
+The site repo is named the way a git user expects: a command run inside a site repo, or in any folder
+of one, needs no flag (the nearest folder above with a fabric.yaml, as git finds .git); `-C DIR` /
+`--site-repo DIR` (or `$FABRIC_SITE_REPO`) names another one. Commands that took the site
 repo as a positional `DIRECTORY` still accept it for one release, with a deprecation note.
 """
 
@@ -15,10 +16,9 @@ from typing import Any, TypeVar
 import click
 
 from llm_fabric.errors import UsageError
+from llm_fabric.site.root import SITE_REPO_ENV, find_site_root
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-SITE_REPO_ENV = "FABRIC_SITE_REPO"
 
 
 def site_repo_option(
@@ -79,7 +79,15 @@ def resolve_site_repo(flag: Path | None, legacy: Path | None) -> Path:
             err=True,
         )
         return legacy
-    return flag if flag is not None else Path(".")
+    return flag if flag is not None else find_site_repo(Path.cwd())
+
+
+def find_site_repo(cwd: Path) -> Path:
+    """`.` inside the site repo's top folder, the repo's folder from a subfolder of it; `.` outside any
+    (the loader then says that `.` is no site repo and how to name one; `ledger status --store FILE`
+    needs none)."""
+    root = find_site_root(cwd)
+    return root if root is not None and root != cwd else Path(".")
 
 
 def _from_environment(param: str) -> bool:
@@ -93,4 +101,11 @@ keyring_option = click.option(
     default=None,
     metavar="DIR",
     help="Trust root outside the repo: a folder of the federation's *.pub keys (keys/ is judged by it).",
+)
+
+key_option = click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Enrollment private key (default: $FABRIC_ENROLLMENT_KEY, else SITE_REPO.enrollment.key beside the repo).",
 )

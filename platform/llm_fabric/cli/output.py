@@ -43,6 +43,11 @@ class FabricConsole(Console):
         except MarkupError:
             return super().render_str(text, **{**kwargs, "markup": False})
 
+    def on_broken_pipe(self) -> None:
+        """The reader went away: on to the CLI's edge, which ends quietly (rich itself would exit 1)."""
+        self.quiet = True
+        raise BrokenPipeError
+
 
 # piped output (CI logs, PR comments) would otherwise be squeezed to 80 columns and wrap tables cell by cell
 console = FabricConsole(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)

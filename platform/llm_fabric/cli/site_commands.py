@@ -9,8 +9,8 @@ import click
 from llm_fabric.cli.options import keyring_option, site_repo_option
 from llm_fabric.cli.output import console, print_json, print_problems
 
-# The site modules (pydantic models, schemas, policies) are imported inside the commands: every `fabric`
-# invocation imports this module.
+# The site modules (pydantic models, schemas, policies) are imported inside the commands: `fabric --help`
+# imports this module, and each command should pay only for its own.
 
 
 class _InitCommand(click.Command):

@@ -6,7 +6,6 @@ description in each `Pulumi.yaml`), `fabric render` (CLI options), and the tests
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pydantic import Field
@@ -68,10 +67,6 @@ class StackOptions(FabricModel):
 def camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
-
-
-def snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def config_keys(stack: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from llm_fabric.documents import suggest
 from llm_fabric.errors import UsageError
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.models import NodeManifest, SiteSpec
+from llm_fabric.site.models import NodeManifest
 
 
 def resolve_site(site: SiteRepo, wanted: str | None) -> str:
@@ -25,10 +25,6 @@ def resolve_site(site: SiteRepo, wanted: str | None) -> str:
             hint=f"did you mean `{guess}`?" if guess else f"known sites: {', '.join(known)}",
         )
     return wanted
-
-
-def site_spec(site: SiteRepo, site_id: str) -> SiteSpec:
-    return site.config.sites[site_id]
 
 
 def active_nodes(site: SiteRepo, site_id: str) -> list[NodeManifest]:

@@ -8,7 +8,6 @@ air-gapped control machine. Parsing happens here, on the control machine, never 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 from collections.abc import Callable, Sequence
@@ -132,7 +131,3 @@ def load_bundle(path: Path) -> FactsBundle:
         raise UsageError(
             f"{path} is not a facts bundle: {str(exc).splitlines()[0]}", hint="use a file from `fabric facts`"
         ) from exc
-
-
-def default_forks() -> int:
-    return max(1, min(20, (os.cpu_count() or 1) * 5))

@@ -20,6 +20,7 @@ from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.site import gitrepo
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
+from llm_fabric.site.root import require_site_root
 from llm_fabric.site.schemas import modeline
 from llm_fabric.trust.signatures import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
 
@@ -211,6 +212,7 @@ class NodeStatus:
 
 
 def verify_nodes(root: Path) -> list[NodeStatus]:
+    require_site_root(root)  # outside a site repo an empty nodes/ is a mistake, not an empty fleet
     keys = load_public_keys(root)
     out = []
     for path in sorted((root / NODES).glob("*.yaml")):

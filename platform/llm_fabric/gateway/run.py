@@ -14,6 +14,7 @@ import secrets
 from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
+from llm_fabric.distribution import checkout_root, package_root
 from llm_fabric.engine.local.server import LocalEngine, free_port, spawn_server
 from llm_fabric.errors import UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
@@ -21,10 +22,6 @@ from llm_fabric.gateway.runtime.settings import KEYS_FILE, LITELLM_CONFIG_FILE, 
 
 GATEWAY_VENV = ".venv-gateway"
 HEALTH_PATH = "/health/liveliness"
-
-
-def _package_root() -> Path:
-    return Path(__file__).resolve().parents[2]  # platform/ (or site-packages/) above llm_fabric/gateway/run.py
 
 
 def write_gateway_files(files: GatewayFiles, out: Path) -> list[Path]:
@@ -48,7 +45,7 @@ def gateway_python(explicit: str | None = None) -> Path:
                 f"gateway interpreter {path} does not exist", hint="point FABRIC_GATEWAY_PYTHON at a python"
             )
         return path
-    venv = _package_root().parent / GATEWAY_VENV / "bin" / "python"
+    venv = checkout_root() / GATEWAY_VENV / "bin" / "python"
     if venv.is_file():
         return venv
     raise UsageError(
@@ -86,7 +83,7 @@ def start_gateway(
             "LITELLM_MASTER_KEY": master_key or "sk-" + secrets.token_hex(24),
             SETTINGS_ENV: str(folder / SETTINGS_FILE),
             RECORDS_ENV: str(records),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(_package_root()), env.get("PYTHONPATH", "")) if p),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(package_root()), env.get("PYTHONPATH", "")) if p),
             "LITELLM_LOG": env.get("LITELLM_LOG", "WARNING"),
             "NO_PROXY": "127.0.0.1,localhost",
         }

@@ -27,10 +27,11 @@ from llm_fabric.site.models import (
     Tenant,
 )
 from llm_fabric.site.paths import RETIRED, unsafe_entry
+from llm_fabric.site.root import FABRIC_FILE as FABRIC_FILE
+from llm_fabric.site.root import not_a_site_repo
 
 M = TypeVar("M", bound=BaseModel)
 
-FABRIC_FILE = "fabric.yaml"
 LEDGER_FILE = "ledger.yaml"
 COLLECTIONS = ("nodes", "tenants", "deployments", "policies")
 
@@ -138,6 +139,8 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
     """Load what can be loaded; return the repo (None if fabric.yaml is unusable) and every problem."""
     if not root.is_dir():
         return None, [Problem(f"site repo folder {root} does not exist", hint="run `fabric init DIR` first")]
+    if (missing := not_a_site_repo(root)) is not None:
+        return None, [missing]
     col = _Collector()
     config = col.load(root / FABRIC_FILE, FabricConfig)
     nodes = col.load_collection(root, "nodes", NodeManifest, named=True)

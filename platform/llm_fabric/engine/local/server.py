@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llm_fabric.distribution import checkout_root
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.errors import FabricError, UsageError
 
@@ -46,10 +46,6 @@ class EngineStartError(FabricError):
     """vLLM did not become healthy; the message carries the tail of its log."""
 
 
-def _checkout_root() -> Path:
-    return Path(__file__).resolve().parents[4]  # platform/llm_fabric/engine/local/server.py
-
-
 def engine_python(explicit: str | None = None) -> Path:
     """The interpreter that has vLLM: FABRIC_ENGINE_PYTHON, the checkout's .venv-engine, or this one."""
     candidate = explicit or os.environ.get("FABRIC_ENGINE_PYTHON")
@@ -58,7 +54,7 @@ def engine_python(explicit: str | None = None) -> Path:
         if not path.is_file():
             raise UsageError(f"engine interpreter {path} does not exist", hint="point FABRIC_ENGINE_PYTHON at a python")
         return path
-    venv = _checkout_root() / ENGINE_VENV / "bin" / "python"
+    venv = checkout_root() / ENGINE_VENV / "bin" / "python"
     if venv.is_file():
         return venv
     with contextlib.suppress(ImportError):
@@ -274,9 +270,3 @@ def cpu_stand_in_env(recipe_env: Mapping[str, str]) -> dict[str, str]:
     The rest is the kernel matrix's GPU environment (DeepGEMM, FlashInfer switches): meaningless on a CPU.
     """
     return {key: value for key, value in recipe_env.items() if key.startswith("FABRIC_")}
-
-
-def clear_run_dir(run_dir: Path) -> None:
-    """Remove a finished run's caches (GBs of compiled kernels are not worth keeping in a temp folder)."""
-    for name in ("tmp", "cache"):
-        shutil.rmtree(run_dir / name, ignore_errors=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from llm_fabric.distribution import checkout_root
 from llm_fabric.engine.argcheck import ArgCase, ArgVerdict, run_probe
 from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.local.server import engine_python
@@ -26,7 +27,7 @@ WHEEL_CACHE = Path(".cache") / "sglang"
 def wheel_dir(explicit: Path | None = None) -> Path:
     """The unpacked pinned SGLang wheel: FABRIC_SGLANG_WHEEL_DIR, or the checkout's .cache/sglang/VERSION."""
     env = os.environ.get("FABRIC_SGLANG_WHEEL_DIR")
-    folder = explicit or (Path(env) if env else Path(__file__).resolve().parents[4] / WHEEL_CACHE / SGLANG_VERSION)
+    folder = explicit or (Path(env) if env else checkout_root() / WHEEL_CACHE / SGLANG_VERSION)
     if not (folder / "sglang" / "srt" / "server_args.py").is_file():
         raise UsageError(
             f"the SGLang {SGLANG_VERSION} wheel is not unpacked in {folder}",

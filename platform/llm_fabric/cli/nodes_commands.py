@@ -1,0 +1,264 @@
+"""`fabric nodes list|show|verify|cordon|uncordon|retire|sign`: the registered nodes."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Literal
+
+import click
+from rich.table import Table
+
+from llm_fabric.cli.options import key_option, site_repo_option
+from llm_fabric.cli.output import console, print_json
+from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+
+# absolute: the registry joins paths onto it and git runs inside it (a relative ./site was staged as site/site/...)
+site_repo = site_repo_option(absolute=True)
+
+
+@click.group("nodes")
+def nodes_group() -> None:
+    """Registered nodes: list, show, verify signatures, cordon, uncordon, retire, sign.
+
+    \b
+    Example:
+      fabric nodes verify --site-repo ./site
+    """
+
+
+@nodes_group.command("list")
+@site_repo
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def nodes_list_command(site_repo: Path, as_json: bool) -> None:
+    """List the nodes with tier, GPUs, owner and signature state.
+
+    \b
+    Example:
+      fabric nodes list --site-repo ./site
+    """
+    from llm_fabric.enrollment.registry import verify_nodes
+
+    rows = []
+    for st in verify_nodes(site_repo):
+        m = st.manifest
+        rows.append(
+            {
+                "name": st.name,
+                "site": m.site if m else None,
+                "owner": m.owner if m else None,
+                "tier": m.tier if m else None,
+                "status": m.status if m else None,
+                "gpus": f"{m.gpus.count}x {m.gpus.catalog_id}" if m else None,
+                "provenance": m.provenance if m else None,
+                "signature": "ok" if st.problem is None else "INVALID",
+            }
+        )
+    if as_json:
+        print_json(rows)
+        return
+    table = Table()
+    for col in ("name", "site", "owner", "tier", "status", "gpus", "provenance", "signature"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            *[
+                "" if r[c] is None else str(r[c])
+                for c in ("name", "site", "owner", "tier", "status", "gpus", "provenance")
+            ],
+            "[green]ok[/]" if r["signature"] == "ok" else "[red]INVALID[/]",
+        )
+    console.print(table)
+
+
+@nodes_group.command("show")
+@click.argument("name")
+@site_repo
+def nodes_show_command(name: str, site_repo: Path) -> None:
+    """Print a node's manifest and whether its signature holds.
+
+    \b
+    Example:
+      fabric nodes show dgx-b200-01 --site-repo ./site
+    """
+    from llm_fabric.enrollment.registry import manifest_text, node_path, verify_nodes
+
+    status = next((s for s in verify_nodes(site_repo) if s.name == name), None)
+    if status is None:
+        raise UsageError(f"no node `{name}` in {site_repo / 'nodes'}", hint=f"see `fabric nodes list -C {site_repo}`")
+    click.echo(node_path(site_repo, name).read_text() if status.manifest is None else manifest_text(status.manifest))
+    console.print("signature: " + ("[green]valid[/]" if status.problem is None else f"[red]{status.problem}[/]"))
+
+
+@nodes_group.command("verify")
+@site_repo
+def nodes_verify_command(site_repo: Path) -> None:
+    """Check every node's signature; exit 3 if any manifest was edited by hand or is unsigned.
+
+    \b
+    Example:
+      fabric nodes verify --site-repo ./site
+    """
+    from llm_fabric.enrollment.registry import verify_nodes
+    from llm_fabric.trust.sites import signature_fix_hint
+
+    statuses = verify_nodes(site_repo)
+    bad = [s for s in statuses if s.problem is not None]
+    if bad:
+        raise PolicyRefusal(
+            f"{len(bad)} of {len(statuses)} node manifests fail verification",
+            problems=[
+                problem
+                for s in bad
+                for problem in s.load_problems
+                or [
+                    Problem(
+                        s.problem or "",
+                        file=s.path,
+                        hint=signature_fix_hint(site_repo, s.manifest) if s.manifest else None,
+                    )
+                ]
+            ],
+            hint=f"a manifest that does not load: fix what `fabric validate -C {site_repo}` reports first"
+            if any(s.manifest is None for s in bad)
+            else None,
+        )
+    console.print(f"[green]all {len(statuses)} node signatures are valid[/]")
+
+
+@nodes_group.command("retire")
+@click.argument("name")
+@site_repo
+@key_option
+@click.option(
+    "--no-drain", is_flag=True, help="Only mark the manifest: the machine and its Kubernetes node are already gone."
+)
+@click.option(
+    "--kubectl",
+    "kubectl",
+    default="kubectl",
+    show_default=True,
+    metavar="CMD",
+    help="kubectl command drain.yml runs (e.g. a path, or 'ssh bastion kubectl').",
+)
+@click.option("--context", "context", metavar="CTX", help="kubeconfig context (default: the site's cluster.name).")
+@click.option("--drain-timeout", default="15m", show_default=True, help="How long kubectl drain waits for pods.")
+def nodes_retire_command(
+    name: str,
+    site_repo: Path,
+    key_path: Path | None,
+    no_drain: bool,
+    kubectl: str,
+    context: str | None,
+    drain_timeout: str,
+) -> None:
+    """Cordon and drain a node (playbooks/drain.yml), then mark it retired (re-signed and committed).
+
+    Placement stops using a retired node. If the drain fails the manifest is left unchanged; a machine
+    that is already gone (no Kubernetes node left to drain) is retired with --no-drain.
+
+    \b
+    Examples:
+      fabric nodes retire hgx-h200-ceitec --site-repo ./site
+      fabric nodes retire hgx-h200-ceitec --site-repo ./site --context cerit-brno-admin --drain-timeout 30m
+      fabric nodes retire old-box --site-repo ./site --no-drain
+    """
+    from llm_fabric.nodes.retire import DrainOptions, retire_node
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    _warn_if_invalid_after(site_repo, name, "retired", after_drain=not no_drain)
+    drain = None if no_drain else DrainOptions(kubectl=kubectl, context=context, timeout=drain_timeout)
+    with console.status(f"draining {name} with Ansible ...") if console.is_terminal and drain else nullcontext():
+        result = retire_node(site_repo, name, private, drain=drain)
+    reg = result.registration
+    if result.drain is not None:
+        console.print(f"drain.yml: cordoned and drained {name} ({result.kubectl}), {result.drain.changed} changed")
+    elif reg.commit is not None:
+        console.print(f"{name}: not drained (--no-drain)")
+    console.print(f"{name}: retired ({reg.path}, commit {reg.commit or 'none: already retired'})")
+
+
+def _warn_if_invalid_after(site_repo: Path, name: str, status: str, *, after_drain: bool = False) -> None:
+    """Say, before anything is written, what `fabric validate` would report once NAME has `status`.
+
+    A warning, not a refusal: a machine that is gone is gone, and the site repo should say so; the
+    problems listed are what the next change to the repo has to fix.
+    """
+    from llm_fabric.validate import problems_after_status
+
+    problems = problems_after_status(site_repo, name, status)
+    if not problems:
+        return
+    goes_ahead = "if the drain succeeds, the change goes ahead" if after_drain else "the change goes ahead"
+    console.print(
+        f"[bold yellow]warning:[/] with `{name}` {status}, `fabric validate` would report {len(problems)} "
+        f"new problem(s); {goes_ahead}, fix these next:"
+    )
+    for p in problems:
+        console.print(f"  {p}", markup=False)
+
+
+def _set_schedulable(site_repo: Path, name: str, key_path: Path | None, status: Literal["active", "cordoned"]) -> None:
+    from llm_fabric.nodes.cordon import set_schedulable
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    if status == "cordoned":
+        _warn_if_invalid_after(site_repo, name, status)
+    reg = set_schedulable(site_repo, name, private, status)
+    commit = reg.commit or f"none: already {status}"
+    console.print(f"{name}: {status} ({reg.path}, commit {commit})", markup=False)
+
+
+@nodes_group.command("cordon")
+@click.argument("name")
+@site_repo
+@key_option
+def nodes_cordon_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Mark NAME cordoned: its manifest's status, re-signed and committed; nothing is drained.
+
+    The next `fabric plan` places no new replicas on it and counts none of its GPUs; what runs there
+    keeps running until that plan is deployed. `fabric nodes uncordon` undoes it.
+
+    \b
+    Example:
+      fabric nodes cordon hgx-h200-ceitec --site-repo ./site
+    """
+    _set_schedulable(site_repo, name, key_path, "cordoned")
+
+
+@nodes_group.command("uncordon")
+@click.argument("name")
+@site_repo
+@key_option
+def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Mark a cordoned NAME active again (re-signed and committed): the next `fabric plan` counts it.
+
+    \b
+    Example:
+      fabric nodes uncordon hgx-h200-ceitec --site-repo ./site
+    """
+    _set_schedulable(site_repo, name, key_path, "active")
+
+
+@nodes_group.command("sign")
+@click.argument("name")
+@site_repo
+@key_option
+def nodes_sign_command(name: str, site_repo: Path, key_path: Path | None) -> None:
+    """Sign a node manifest an operator wrote by hand (provenance: declared), vouching for it.
+
+    \b
+    Example:
+      fabric nodes sign dgx-b300-02 --site-repo ./site
+    """
+    from llm_fabric.enrollment.registry import sign_declared
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
+
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    result = sign_declared(site_repo, name, private)
+    console.print(f"signed {result.path} (commit {result.commit or '-'})", markup=False)
+
+
+commands = [nodes_group]
