@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -218,6 +219,7 @@ class LedgerStore:
         fmt: RecordFormat = "auto",
         *,
         strict: bool = False,
+        max_bad_pct: Decimal | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> IngestResult:
         """Add the files' (and folders' record files') good records not yet in the store, and their sums to the
@@ -229,18 +231,26 @@ class LedgerStore:
         (stored records only on days that had some); the removals cost only when there is something to
         remove. The rollups are then computed from the remaining new rows alone
         (llm_fabric.ledger.rollups.add), never from the records stored before.
+
+        Nothing is stored (UsageError) when a file holds records but no good one (the wrong file), or
+        when more than `max_bad_pct` percent of the records read are bad (None: no limit).
         """
         note = progress or (lambda _msg: None)
         sources = [open_source(self.con, p, fmt) for p in record_files(paths)]
         line_by_line: set[int] = set()
         while True:
             try:
-                return self._ingest(sources, strict, note, line_by_line)
+                return self._ingest(sources, strict, max_bad_pct, note, line_by_line)
             except _ReadAgain as again:  # rolled back: redo it, reading that file line by line
                 line_by_line.add(again.index)
 
     def _ingest(
-        self, sources: list[SourceFile], strict: bool, note: Callable[[str], None], line_by_line: set[int]
+        self,
+        sources: list[SourceFile],
+        strict: bool,
+        max_bad_pct: Decimal | None,
+        note: Callable[[str], None],
+        line_by_line: set[int],
     ) -> IngestResult:
         result = IngestResult([s.path for s in sources])
         if not sources:
@@ -262,7 +272,7 @@ class LedgerStore:
                 f"count(*) FILTER (WHERE problem IS NULL AND request_id IS NULL) FROM {new}"
             ).fetchall()[0]
             if result.bad:
-                self._reject(ingest_id, sources, result, strict)
+                self._reject(ingest_id, sources, result, strict, max_bad_pct)
             # a hash seen once is a key seen once; a repeated hash may be a collision, checked exactly below.
             # One count(DISTINCT) per statement, each only when there is something to count: two in one
             # statement cost 2.5x as much CPU (DuckDB 2.0.0, 10 M records), even with the second one empty
@@ -318,8 +328,16 @@ class LedgerStore:
         """How many distinct hashes of `columns` the `rows` (FROM ...) hold."""
         return int(self.con.execute(f"SELECT count(DISTINCT hash({columns})) FROM {rows}").fetchall()[0][0])
 
-    def _reject(self, ingest_id: int, sources: Sequence[SourceFile], result: IngestResult, strict: bool) -> None:
-        """Move this ingest's bad records to `rejects` (file, line, why), listing the first ones."""
+    def _reject(
+        self,
+        ingest_id: int,
+        sources: Sequence[SourceFile],
+        result: IngestResult,
+        strict: bool,
+        max_bad_pct: Decimal | None,
+    ) -> None:
+        """Move this ingest's bad records to `rejects` (file, line, why), listing the first ones; refuse the
+        ingest when a file holds no good record or the bad share is above `max_bad_pct`."""
         con = self.con
         listed = con.execute(
             f"SELECT file, line, problem FROM records WHERE ingest = {ingest_id} AND problem IS NOT NULL "
@@ -330,6 +348,27 @@ class LedgerStore:
             raise UsageError(
                 f"{result.bad} bad request record(s); nothing was ingested (--strict)",
                 hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:5]),
+            )
+        all_bad = con.execute(
+            f"SELECT file, count(*) FROM records WHERE ingest = {ingest_id} GROUP BY file "
+            "HAVING count(problem) = count(*) ORDER BY file"
+        ).fetchall()
+        for index, count in all_bad:
+            first = next((b for b in result.bad_listed if b.file == sources[index].path), None)
+            raise UsageError(
+                f"{sources[index].path}: none of its {count:,} record(s) is a valid request record; "
+                "nothing was ingested",
+                hint=(f"first: {first.as_problem()}; " if first else "")
+                + "is it the right file? Request records are the gateway meter's (docs/ledger.md) or a "
+                "LiteLLM spend-log export (--format litellm)",
+            )
+        share = Decimal(100 * result.bad) / Decimal(result.records)
+        if max_bad_pct is not None and share > max_bad_pct:
+            raise UsageError(
+                f"{result.bad:,} of {result.records:,} request records ({share:.2f} %) are bad, more than "
+                f"max_bad_pct = {max_bad_pct} %; nothing was ingested",
+                hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:3])
+                + "; fix the export, or raise max_bad_pct in ledger.yaml (or pass --max-bad-pct)",
             )
         con.execute(
             "INSERT INTO rejects SELECT ingest, file, line, problem FROM records "
