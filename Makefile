@@ -95,7 +95,7 @@ demo: venv system-deps engine gateway
 	bash demo/run.sh
 
 pytest: venv system-deps engine gateway pycompat
-	@FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest; rc=$$?; \
+	@FABRIC_REQUIRE_ALL=1 FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 typecheck: venv

@@ -200,6 +200,12 @@ def test_enroll_refuses_a_machine_whose_gpus_report_no_uuid(
 
 
 def test_retired_nodes_release_their_gpus(site_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # while the node is active its GPUs are taken: the same UUIDs under another name are refused (the
+    # duplicate-UUID check, without which this test would pass for the wrong reason)
+    twin = _forged_node(site_repo, "b200-renamed", _federation_key(site_repo), fresh_uuids=False)
+    code, out = _run(capsys, "validate", "-C", str(site_repo))
+    assert code == 2 and "b200-renamed" in out and "GPU-" in out and "uuid" in out.lower(), out
+    twin.unlink()
     assert _run(capsys, "nodes", "retire", NODE, "-C", str(site_repo), "--no-drain")[0] == 0
     # the documented path: the same machine enrolled again under another name, same GPUs
     _forged_node(site_repo, "b200-renamed", _federation_key(site_repo), fresh_uuids=False)

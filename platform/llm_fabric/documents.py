@@ -105,9 +105,15 @@ def read_text(path: Path, *, limit: int = MAX_BYTES) -> str:
         raise ConfigError([Problem("file not found", file=path)]) from exc
     except OSError as exc:
         raise ConfigError([Problem(f"cannot read file: {exc.strerror or exc}", file=path)]) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)  # before any read: reading a folder is IsADirectoryError, a FIFO would wait
+        if stat.S_ISDIR(mode):
+            raise ConfigError(
+                [Problem("is a folder, not a file", file=path, hint=f"rename or remove the folder {path.name}")]
+            )
+        raise ConfigError([Problem("not a regular file", file=path, hint="replace it with a plain file")])
     with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError([Problem("not a regular file", file=path, hint="replace it with a plain file")])
         try:
             data = handle.read(limit + 1)
         except OSError as exc:

@@ -26,7 +26,10 @@ spellings of older files and other exporters (`ok`, `success`, `succeeded`, any 
 
 Natural key: a record with a `request_id` is that request; the same id ingested again, from the same
 file or another, is the same request and is not added twice. A record without one is keyed by its
-whole content (`CONTENT_KEY`: every ledger column but `request_id`, with `ts` to the microsecond).
+whole content (`CONTENT_KEY`: every column above but `request_id`, with `ts` to the microsecond) and
+its occurrence number among the identical records of its file: re-ingesting the file (or an
+overlapping export with the same multiplicity) changes nothing, and two identical lines in one file
+are two requests (docs/ledger.md says why this rule).
 
 Invariants of a valid record (anything else is a bad record, reported by file and line):
 token counts are whole numbers from 0 to `MAX_TOKENS - 1`; TTFT is from 0 to `MAX_TTFT_MS`

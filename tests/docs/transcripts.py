@@ -147,8 +147,14 @@ def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Com
     setup_output, _, transcript = proc.stdout.partition(f"{_SETUP_DONE}\n")
     if proc.returncode == 97 and _SETUP_DONE not in proc.stdout:
         raise AssertionError(f"the block's set-up failed:\n{proc.stdout}")
-    if setup and proc.stdout.count(_RC) < len(commands):
-        raise AssertionError(f"the block's set-up or commands stopped the shell:\n{setup_output}")
+    # every parsed command must have run: a syntax error, an `exit` or a set-up that stops the shell runs
+    # none (or not all) of them, and a block whose commands did not run checks nothing
+    ran = len(re.findall(rf"^{_RC} \d+ \d+$", transcript, flags=re.M))
+    if ran < len(commands):
+        raise AssertionError(
+            f"only {ran} of the block's {len(commands)} commands ran (bash stopped: a syntax error, an exit, "
+            f"or the set-up):\n{setup_output}{transcript}"
+        )
     chunks = re.split(rf"^{_RC} (\d+) (\d+)$\n?", transcript, flags=re.M)
     outputs = chunks[0::3]
     for index, rc in zip(chunks[1::3], chunks[2::3], strict=True):

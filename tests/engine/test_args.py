@@ -200,3 +200,4 @@ def test_cli_capacity_json_speaks_ceiling_and_expected(capsys: pytest.CaptureFix
     assert main([*llama, "--parallelism", "dp-ep"]) == 2
     assert "does not support parallelism" in capsys.readouterr().err
     assert main([*llama, "--users", "many"]) == 2
+    assert "`many` is neither a number of sessions nor `max`" in capsys.readouterr().err  # not any usage error

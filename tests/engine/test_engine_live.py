@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from llm_fabric.engine.local.server import LocalEngine
-from llm_fabric.engine.local.tiny_model import EOS
+from llm_fabric.engine.local.tiny_model import EOS, build_tiny_model
 from llm_fabric.engine.runtime.loop_detect import LoopGuardSettings, find_loop
-from tests.fixtures.engine import ENGINE_RECIPE, get_text, post_json
+from tests.fixtures.engine import ENGINE_RECIPE, get_text, post_json, require_engine
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -96,5 +99,20 @@ def test_metrics_are_vllm_counters_that_add_up(tiny_engine: LocalEngine) -> None
     assert after[1] - before[1] == usage["prompt_tokens"]
 
 
-def test_the_tiny_tokenizer_round_trips_eos() -> None:
-    assert EOS == "</s>"
+def test_the_tiny_tokenizer_round_trips_eos(tmp_path: Path) -> None:
+    """The tokenizer the engine loads (Hugging Face `tokenizers`, in the engine venv) encodes EOS as the one
+    id config.json names as eos_token_id, and decodes that id back to EOS."""
+    model = build_tiny_model(tmp_path / "tiny")
+    eos_id = json.loads((model / "config.json").read_text())["eos_token_id"]
+    script = (
+        "import json, sys; from tokenizers import Tokenizer; t = Tokenizer.from_file(sys.argv[1]); "
+        "print(json.dumps([t.encode('hi' + sys.argv[2], add_special_tokens=False).ids, t.decode([int(sys.argv[3])], "
+        "skip_special_tokens=False)]))"
+    )
+    done = subprocess.run(
+        [str(require_engine()), "-c", script, str(model / "tokenizer.json"), EOS, str(eos_id)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    ids, decoded = json.loads(done.stdout)
+    assert ids[-1] == eos_id and ids.count(eos_id) == 1 and decoded == EOS

@@ -62,3 +62,4 @@ def test_capacity_cli_with_sglang(capsys: pytest.CaptureFixture[str]) -> None:
     row = json.loads(capsys.readouterr().out)
     assert (row["engine"], row["attn_dp_size"], row["kv_copies"]) == ("sglang", 8, 1)
     assert main(["capacity", "--model", "deepseek-v3.2", "--gpu", "b200", "--count", "8", "--attn-dp", "8"]) == 2
+    assert "--attn-dp is SGLang's (add --engine sglang)" in capsys.readouterr().err  # not a misspelt option

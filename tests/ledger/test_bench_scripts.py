@@ -32,7 +32,7 @@ def test_ledger_benchmark_runs(tmp_path: Path) -> None:
     for fmt in ("parquet", "jsonl"):
         row = next(line for line in done.stdout.splitlines() if line.startswith(f"| 20,000 | {fmt} |"))
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert len(cells) == 9 and float(cells[2]) > 0 and float(cells[3]) > 0
+        assert len(cells) == 10 and float(cells[9]) > 0 and float(cells[2]) > 0 and float(cells[3]) > 0
         assert all(float(cpu) > 0 for cpu in cells[6].split(" / ")) and float(cells[7]) > 0
     daily = next(line for line in done.stdout.splitlines() if "(last day of 20,000)" in line)
     assert float(daily.strip("|").split("|")[3]) > 0

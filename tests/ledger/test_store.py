@@ -176,7 +176,11 @@ def test_bad_records_are_counted_and_located_and_strict_adds_nothing(
     assert main(["ledger", "ingest", "--store", str(store), "--strict", str(path)]) == 2
     assert "8 bad request record(s); nothing was ingested (--strict)" in capsys.readouterr().err
     assert not LedgerStore(store, read_only=True).status()["records"]
-    assert main(["ledger", "ingest", "--store", str(store), str(path)]) == 0
+    # 8 of 11 bad is above the default max_bad_pct (1 %): nothing is stored, the share is named
+    assert main(["ledger", "ingest", "--store", str(store), str(path)]) == 2
+    assert "8 of 11 request records (72.73 %) are bad, more than max_bad_pct = 1 %" in capsys.readouterr().err
+    assert not LedgerStore(store, read_only=True).status()["records"]
+    assert main(["ledger", "ingest", "--store", str(store), "--max-bad-pct", "80", str(path)]) == 0
     out = capsys.readouterr().out
     assert "3 record(s) added, 0 already there, 8 bad (of 11 read from 1 file(s))" in out
     for line, why in (
@@ -190,6 +194,37 @@ def test_bad_records_are_counted_and_located_and_strict_adds_nothing(
         (12, "cached_prompt_tokens = 11 is more than prompt_tokens = 10"),
     ):
         assert f"bad record: {path}:{line}: {why}" in out
+
+
+def test_a_file_with_no_good_record_is_an_error_that_stores_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(r.json_line() for r in _rows(3)))
+    wrong = tmp_path / "plan.json"  # what a nightly job pointed at the wrong file reads
+    wrong.write_text(json.dumps({"plan": [1, 2]}, indent=2) + "\n")
+    store = tmp_path / "ledger.duckdb"
+    assert main(["ledger", "ingest", "--store", str(store), "--max-bad-pct", "100", str(good), str(wrong)]) == 2
+    err = capsys.readouterr().err
+    assert f"{wrong}: none of its 6 record(s) is a valid request record; nothing was ingested" in err
+    assert "is it the right file?" in err and f"{wrong}:1: not a JSON object" in err
+    assert not LedgerStore(store, read_only=True).status()["records"]
+
+
+def test_max_bad_pct_comes_from_ledger_yaml(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "some-bad.jsonl"
+    path.write_text("".join(r.json_line() for r in _rows(9)) + "not json\n")  # 1 of 10 bad
+    ledger_yaml = site_repo / "ledger.yaml"
+    ledger_yaml.write_text(ledger_yaml.read_text() + "max_bad_pct: 10\n")
+    assert main(["ledger", "ingest", "-C", str(site_repo), str(path)]) == 0
+    assert "9 record(s) added, 0 already there, 1 bad (of 10 read" in capsys.readouterr().out
+    ledger_yaml.write_text(ledger_yaml.read_text().replace("max_bad_pct: 10", "max_bad_pct: 5"))
+    again = tmp_path / "again.jsonl"
+    again.write_text("".join(r.json_line() for r in _rows(9, prefix="s", step_s=31)) + "not json\n")
+    assert main(["ledger", "ingest", "-C", str(site_repo), str(again)]) == 2
+    assert "1 of 10 request records (10.00 %) are bad, more than max_bad_pct = 5 %" in capsys.readouterr().err
 
 
 ROLLUPS = ("daily_usage", "daily_lengths", "minute_tokens", "month_lengths", "month_percentiles")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -293,16 +294,29 @@ _store_option = click.option(
     help="Record schema: the fabric's (the gateway meter's), or a LiteLLM spend-log export.",
 )
 @click.option("--strict", is_flag=True, help="Ingest nothing if any record is bad (exit 2).")
+@click.option(
+    "--max-bad-pct",
+    type=click.FloatRange(0, 100),
+    help="Ingest nothing if more than this percentage of the records is bad (default: ledger.yaml's "
+    "max_bad_pct, else 1).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def ingest_command(
-    site_repo: Path, store: Path | None, files: tuple[Path, ...], fmt: str, strict: bool, as_json: bool
+    site_repo: Path,
+    store: Path | None,
+    files: tuple[Path, ...],
+    fmt: str,
+    strict: bool,
+    max_bad_pct: float | None,
+    as_json: bool,
 ) -> None:
     """Add request records (JSON Lines, Parquet, LiteLLM spend logs) to the ledger store, once each.
 
     FILES are record files or folders of them (the gateway meter's folder: one file per UTC day).
     Records already in the store (same request id on the same day, or the same content without an
-    id) are skipped, so a folder ingested again adds only what is new; bad records are listed by
-    file and line and left out (with --strict, nothing is added). One transaction: an interrupted
+    id and occurrence) are skipped, so a folder ingested again adds only what is new; bad records are
+    listed by file and line and left out (with --strict, nothing is added). A file with no good record,
+    or more bad records than --max-bad-pct, adds nothing and exits 2. One transaction: an interrupted
     ingest leaves the store as it was.
 
     \b
@@ -311,15 +325,22 @@ def ingest_command(
       fabric ledger ingest -C ./site ./gateway-records/
       fabric ledger ingest --store /srv/ledger/cerit.duckdb spend-logs.csv --format litellm --json
     """
-    from llm_fabric.ledger.store.database import LedgerStore, site_store
+    from llm_fabric.ledger.store.database import LedgerStore, site_max_bad_pct, site_store
     from llm_fabric.ledger.store.records import record_format
 
     path = site_store(site_repo, store)
+    limit = Decimal(str(max_bad_pct)) if max_bad_pct is not None else site_max_bad_pct(site_repo)
     with (
         err.status("ingesting", spinner="dots") as status,
         LedgerStore(path) as ledger,
     ):
-        result = ledger.ingest(list(files), record_format(fmt), strict=strict, progress=lambda msg: status.update(msg))
+        result = ledger.ingest(
+            list(files),
+            record_format(fmt),
+            strict=strict,
+            max_bad_pct=limit,
+            progress=lambda msg: status.update(msg),
+        )
     if as_json:
         print_json({"store": str(path), **result.as_dict()})
         return

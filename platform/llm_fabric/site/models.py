@@ -488,6 +488,10 @@ class CommercialReference(FabricModel):
     prices: TokenPrices
 
 
+# a day's file of the meter cut mid-line while it writes is one bad record in thousands
+DEFAULT_MAX_BAD_PCT = Decimal(1)
+
+
 class LedgerConfig(FabricModel):
     version: Literal[1] = SCHEMA_VERSION
     currency: CurrencyCode = "USD"
@@ -497,6 +501,11 @@ class LedgerConfig(FabricModel):
     amortisation_months: int = Field(36, ge=1, le=1200)
     commercial_reference: CommercialReference
     drift_warning_pct: Annotated[Decimal, Field(ge=0, le=1000)] = Decimal(1)
+    max_bad_pct: Annotated[Decimal, Field(ge=0, le=100)] = Field(
+        DEFAULT_MAX_BAD_PCT,
+        description="the share of bad records (percent of those read) above which `fabric ledger ingest` "
+        "fails and stores nothing: a file of the wrong kind, or a broken export, is noticed",
+    )
     store: str | None = Field(
         None,
         description="the ledger store (DuckDB file) that `fabric ledger ingest` fills, relative to the site repo; "

@@ -78,6 +78,7 @@ class RecordOrigin:
     store: Path | None
     bad: int = 0
     bad_listed: tuple[str, ...] = ()
+    merged: tuple[dict[str, Any], ...] = ()  # duplicates merged on the month's days: file, reason, records
 
 
 def _money(value: Decimal | None) -> float | None:
@@ -275,7 +276,7 @@ def record_usage(
     inputs: ReportInputs, month: Month, progress: Callable[[str], None] | None = None
 ) -> tuple[RecordUsage | None, RecordOrigin | None]:
     """The month's usage from the rollups of a temporary store of `inputs.records`, else of the ledger store."""
-    from llm_fabric.ledger.store.database import LedgerStore  # DuckDB: only where records are read
+    from llm_fabric.ledger.store.database import LedgerStore, merged_in_month  # DuckDB: only where records are read
     from llm_fabric.ledger.store.usage import from_records, from_rollups
 
     usage_of = from_records if inputs.from_records else from_rollups
@@ -283,11 +284,13 @@ def record_usage(
         with LedgerStore(None, temp_dir=inputs.temp_dir) as store:
             result = store.ingest(inputs.records, inputs.records_format, progress=progress)
             listed = tuple(str(b.as_problem()) for b in result.bad_listed)
-            return usage_of(store.con, month), RecordOrigin(inputs.records, None, result.bad, listed)
+            merged = tuple(m.as_dict() for m in merged_in_month(store.con, month.first_day, month.next_first_day))
+            return usage_of(store.con, month), RecordOrigin(inputs.records, None, result.bad, listed, merged)
     if inputs.store is None or not inputs.store.is_file():
         return None, None
     with LedgerStore(inputs.store, read_only=True, memory_limit="1GB", temp_dir=inputs.temp_dir) as store:
-        return usage_of(store.con, month), RecordOrigin([], inputs.store)
+        merged = tuple(m.as_dict() for m in merged_in_month(store.con, month.first_day, month.next_first_day))
+        return usage_of(store.con, month), RecordOrigin([], inputs.store, merged=merged)
 
 
 def unknown_in_records(site: SiteRepo, records: RecordUsage | None) -> dict[str, list[dict[str, Any]]]:
@@ -381,6 +384,7 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
                     "files": [p.name for p in origin.files] if origin else [],
                     "store": origin.store.name if origin and origin.store else None,
                     "bad_records": origin.bad if origin else 0,
+                    "merged_duplicates": [{**m, "file": Path(m["file"]).name} for m in origin.merged] if origin else [],
                     "records_in_month": records.records_in_month,
                     "records_outside_month": records.records_outside_month,
                 },

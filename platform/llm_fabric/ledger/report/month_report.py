@@ -117,10 +117,19 @@ class ReconciliationRow(_Row):
     warning: bool
 
 
+class MergedRow(_Row):
+    """Records of `file` not counted: their natural key repeats (`reason`), so they are one request."""
+
+    file: str
+    reason: str
+    records: int
+
+
 class RecordSource(_Row):
     files: list[str]
     store: str | None
     bad_records: int
+    merged_duplicates: list[MergedRow]
     records_in_month: int
     records_outside_month: int
 

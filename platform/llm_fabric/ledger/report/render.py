@@ -138,4 +138,5 @@ def render_csvs(report: MonthReport) -> dict[str, str]:
         "ledgers.csv": _csv(summary),
         "contributors.csv": _csv(report.contributors),
         "reconciliation.csv": _csv(report.reconciliation),
+        "merged_duplicates.csv": _csv(report.sources.records.merged_duplicates if report.sources.records else []),
     }

@@ -5,9 +5,11 @@ beside the repo (never inside it: the store is data, not configuration, and grow
 
 Invariants:
 - Idempotent. A record is added only if its natural key (llm_fabric.ledger.store.records: the request id
-  on the record's day, else the whole content) is not in the store yet, nor earlier in the same
-  ingest (the first one, by file order and line, is kept). Ingesting a file twice, or files that
-  overlap, changes nothing the second time.
+  on the record's day, else the whole content and its occurrence number among the identical
+  records of its file) is not in the store yet, nor earlier in the same ingest (the first one, by
+  file order and line, is kept). Ingesting a file twice, or files that overlap with the same
+  multiplicity, changes nothing the second time; two identical id-less lines in one file are two
+  requests. What was merged is counted per file, day and reason in `merges`, for the reports.
 - Atomic. An ingest is one DuckDB transaction: records, rollups and the `ingests` log row are
   committed together or not at all. A killed ingest leaves the store as it was (DuckDB discards an
   uncommitted transaction when it next opens the file).
@@ -27,6 +29,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import duckdb
@@ -38,9 +42,9 @@ from llm_fabric.ledger.store.records import RecordFormat
 from llm_fabric.ledger.store.sources import TYPED, SourceFile, normalised_select, open_source, quote, record_files
 from llm_fabric.request_record import CONTENT_KEY
 from llm_fabric.site.loader import LEDGER_FILE
-from llm_fabric.site.models import LedgerConfig
+from llm_fabric.site.models import DEFAULT_MAX_BAD_PCT, LedgerConfig
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: records.occurrence and the merges table (id-less records, issue 31)
 STORE_SUFFIX = ".ledger.duckdb"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name VARCHAR NOT NULL, value VARCHAR NOT NULL);
@@ -48,13 +52,20 @@ CREATE TABLE IF NOT EXISTS records (
     day DATE, ts TIMESTAMP, model VARCHAR, tenant VARCHAR, site VARCHAR,
     prompt_tokens BIGINT, completion_tokens BIGINT, cached_prompt_tokens BIGINT, ttft_us BIGINT,
     status VARCHAR, ok BOOLEAN, request_id VARCHAR, ingest INTEGER NOT NULL, file INTEGER NOT NULL,
-    line BIGINT NOT NULL, problem VARCHAR);
+    line BIGINT NOT NULL, problem VARCHAR, occurrence INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rejects (ingest INTEGER NOT NULL, file INTEGER NOT NULL, line BIGINT NOT NULL,
     problem VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS ingests (
     ingest INTEGER NOT NULL, ingested_at TIMESTAMP NOT NULL, files VARCHAR[] NOT NULL, records BIGINT NOT NULL,
     bad BIGINT NOT NULL, duplicates BIGINT NOT NULL, added BIGINT NOT NULL, days BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS merges (ingest INTEGER NOT NULL, file VARCHAR NOT NULL, day DATE NOT NULL,
+    reason VARCHAR NOT NULL, records BIGINT NOT NULL);
 """
+# why a record was merged into another (not added): the four ways a natural key can repeat
+SAME_ID_INGEST = "same request id on its day as an earlier record of this ingest"
+SAME_ID_STORED = "same request id on its day as a stored record"
+SAME_CONTENT_INGEST = "no request id; same content and occurrence in its file as an earlier record of this ingest"
+SAME_CONTENT_STORED = "no request id; same content and occurrence in its file as a stored record"
 STORED = ("day", *TYPED)
 # the stored form of records.CONTENT_KEY: TTFT as the whole microseconds it is stored in
 _CONTENT = tuple("ttft_us" if c == "ttft_ms" else c for c in CONTENT_KEY)
@@ -79,6 +90,18 @@ class BadRecord:
         return Problem(self.problem, file=self.file, line=self.line)
 
 
+@dataclass(frozen=True)
+class Merged:
+    """`records` records of `file` not added: their natural key repeats, for `reason`."""
+
+    file: str
+    reason: str
+    records: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {"file": self.file, "reason": self.reason, "records": self.records}
+
+
 @dataclass
 class IngestResult:
     files: list[Path]
@@ -88,6 +111,7 @@ class IngestResult:
     added: int = 0
     days: list[str] = field(default_factory=list)  # days that received a record (YYYY-MM-DD)
     bad_listed: list[BadRecord] = field(default_factory=list)  # the first BAD_LISTED, by file and line
+    merged: list[Merged] = field(default_factory=list)  # the duplicates by file and reason
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -98,7 +122,18 @@ class IngestResult:
             "added": self.added,
             "days": self.days,
             "bad_records": [p.as_problem().as_dict() for p in self.bad_listed],
+            "merged_duplicates": [m.as_dict() for m in self.merged],
         }
+
+
+def merged_in_month(con: duckdb.DuckDBPyConnection, first_day: date, next_first_day: date) -> list[Merged]:
+    """The duplicates every ingest merged on the month's days, per file and reason (for the reports)."""
+    rows = con.execute(
+        "SELECT file, reason, CAST(sum(records) AS BIGINT) FROM merges WHERE day >= ? AND day < ? "
+        "GROUP BY ALL ORDER BY file, reason",
+        [first_day, next_first_day],
+    ).fetchall()
+    return [Merged(str(f), str(r), int(n)) for f, r, n in rows]
 
 
 def default_store_path(site_root: Path) -> Path:
@@ -138,6 +173,14 @@ def site_store(site_root: Path, store: Path | None) -> Path:
             hint="pass --store FILE, or -C DIR for a site repo with a ledger.yaml",
         )
     return store_path(site_root, load_model(ledger_yaml, LedgerConfig).store)
+
+
+def site_max_bad_pct(site_root: Path) -> Decimal:
+    """ledger.yaml's max_bad_pct, else the default (also with --store and no site repo)."""
+    ledger_yaml = site_root / LEDGER_FILE
+    if not ledger_yaml.is_file():
+        return DEFAULT_MAX_BAD_PCT
+    return load_model(ledger_yaml, LedgerConfig).max_bad_pct
 
 
 def configure(con: duckdb.DuckDBPyConnection, memory_limit: str, temp_dir: Path | None = None) -> None:
@@ -235,6 +278,7 @@ class LedgerStore:
         fmt: RecordFormat = "auto",
         *,
         strict: bool = False,
+        max_bad_pct: Decimal | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> IngestResult:
         """Add the files' (and folders' record files') good records not yet in the store, and their sums to the
@@ -246,18 +290,26 @@ class LedgerStore:
         (stored records only on days that had some); the removals cost only when there is something to
         remove. The rollups are then computed from the remaining new rows alone
         (llm_fabric.ledger.store.rollups.add), never from the records stored before.
+
+        Nothing is stored (UsageError) when a file holds records but no good one (the wrong file), or
+        when more than `max_bad_pct` percent of the records read are bad (None: no limit).
         """
         note = progress or (lambda _msg: None)
         sources = [open_source(self.con, p, fmt) for p in record_files(paths)]
         line_by_line: set[int] = set()
         while True:
             try:
-                return self._ingest(sources, strict, note, line_by_line)
+                return self._ingest(sources, strict, max_bad_pct, note, line_by_line)
             except _ReadAgain as again:  # rolled back: redo it, reading that file line by line
                 line_by_line.add(again.index)
 
     def _ingest(
-        self, sources: list[SourceFile], strict: bool, note: Callable[[str], None], line_by_line: set[int]
+        self,
+        sources: list[SourceFile],
+        strict: bool,
+        max_bad_pct: Decimal | None,
+        note: Callable[[str], None],
+        line_by_line: set[int],
     ) -> IngestResult:
         result = IngestResult([s.path for s in sources])
         if not sources:
@@ -279,16 +331,23 @@ class LedgerStore:
                 f"count(*) FILTER (WHERE problem IS NULL AND request_id IS NULL) FROM {new}"
             ).fetchall()[0]
             if result.bad:
-                self._reject(ingest_id, sources, result, strict)
+                self._reject(ingest_id, sources, result, strict, max_bad_pct)
             # a hash seen once is a key seen once; a repeated hash may be a collision, checked exactly below.
             # One count(DISTINCT) per statement, each only when there is something to count: two in one
             # statement cost 2.5x as much CPU (DuckDB 2.0.0, 10 M records), even with the second one empty
             good, content = f"{new} AND problem IS NULL", ", ".join(_CONTENT)
+            anonymous_rows = f"{good} AND request_id IS NULL"
+            anonymous_repeat = False
+            if anonymous and anonymous != self._distinct(content, anonymous_rows):
+                # identical id-less records: each is numbered among its file's identical ones (all start at 1)
+                self._number_occurrences(ingest_id)
+                anonymous_repeat = anonymous != self._distinct(f"{content}, occurrence", anonymous_rows)
             if (ids and ids != self._distinct("day, request_id", f"{good} AND request_id IS NOT NULL")) or (
-                anonymous and anonymous != self._distinct(content, f"{good} AND request_id IS NULL")
+                anonymous_repeat
             ):
                 self._drop_repeats(ingest_id)
             self._drop_stored(ingest_id)
+            result.merged = self._merge(ingest_id, sources)
             result.added = int(con.execute(f"SELECT count(*) FROM {new}").fetchall()[0][0])
             result.duplicates = result.records - result.bad - result.added
             result.days = [str(d) for (d,) in con.execute(f"SELECT DISTINCT day FROM {new} ORDER BY day").fetchall()]
@@ -315,7 +374,8 @@ class LedgerStore:
         `_ReadAgain`, and so does one holding a bad record: the ingest is then redone reading that file
         line by line, so that every bad record has its exact line."""
         columns = (
-            f"CAST(ts AS DATE) AS day, {', '.join(STORED[1:])}, {ingest_id} AS ingest, {index} AS file, line, problem"
+            f"CAST(ts AS DATE) AS day, {', '.join(STORED[1:])}, {ingest_id} AS ingest, {index} AS file, line, problem, "
+            "1 AS occurrence"
         )
         fast = source.kind == "jsonl" and not line_by_line
         try:
@@ -335,8 +395,16 @@ class LedgerStore:
         """How many distinct hashes of `columns` the `rows` (FROM ...) hold."""
         return int(self.con.execute(f"SELECT count(DISTINCT hash({columns})) FROM {rows}").fetchall()[0][0])
 
-    def _reject(self, ingest_id: int, sources: Sequence[SourceFile], result: IngestResult, strict: bool) -> None:
-        """Move this ingest's bad records to `rejects` (file, line, why), listing the first ones."""
+    def _reject(
+        self,
+        ingest_id: int,
+        sources: Sequence[SourceFile],
+        result: IngestResult,
+        strict: bool,
+        max_bad_pct: Decimal | None,
+    ) -> None:
+        """Move this ingest's bad records to `rejects` (file, line, why), listing the first ones; refuse the
+        ingest when a file holds no good record or the bad share is above `max_bad_pct`."""
         con = self.con
         listed = con.execute(
             f"SELECT file, line, problem FROM records WHERE ingest = {ingest_id} AND problem IS NOT NULL "
@@ -348,22 +416,84 @@ class LedgerStore:
                 f"{result.bad} bad request record(s); nothing was ingested (--strict)",
                 hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:5]),
             )
+        all_bad = con.execute(
+            f"SELECT file, count(*) FROM records WHERE ingest = {ingest_id} GROUP BY file "
+            "HAVING count(problem) = count(*) ORDER BY file"
+        ).fetchall()
+        for index, count in all_bad:
+            first = next((b for b in result.bad_listed if b.file == sources[index].path), None)
+            raise UsageError(
+                f"{sources[index].path}: none of its {count:,} record(s) is a valid request record; "
+                "nothing was ingested",
+                hint=(f"first: {first.as_problem()}; " if first else "")
+                + "is it the right file? Request records are the gateway meter's (docs/ledger.md) or a "
+                "LiteLLM spend-log export (--format litellm)",
+            )
+        share = Decimal(100 * result.bad) / Decimal(result.records)
+        if max_bad_pct is not None and share > max_bad_pct:
+            raise UsageError(
+                f"{result.bad:,} of {result.records:,} request records ({share:.2f} %) are bad, more than "
+                f"max_bad_pct = {max_bad_pct} %; nothing was ingested",
+                hint="; ".join(str(b.as_problem()) for b in result.bad_listed[:3])
+                + "; fix the export, or raise max_bad_pct in ledger.yaml (or pass --max-bad-pct)",
+            )
         con.execute(
             "INSERT INTO rejects SELECT ingest, file, line, problem FROM records "
             f"WHERE ingest = {ingest_id} AND problem IS NOT NULL"
         )
         con.execute(f"DELETE FROM records WHERE ingest = {ingest_id} AND problem IS NOT NULL")
 
+    def _number_occurrences(self, ingest_id: int) -> None:
+        """Number each id-less record among the identical ones of its file (1, 2, ... by line)."""
+        content = ", ".join(_CONTENT)
+        self.con.execute(
+            "UPDATE records SET occurrence = o.nth FROM ("
+            f"SELECT rowid AS id, row_number() OVER (PARTITION BY file, {content} ORDER BY line) AS nth "
+            f"FROM records WHERE ingest = {ingest_id} AND request_id IS NULL AND problem IS NULL QUALIFY nth > 1) o "
+            "WHERE records.rowid = o.id"
+        )
+
     def _drop_repeats(self, ingest_id: int) -> None:
         """Keep the first record (by file and line) of each natural key this ingest holds more than once."""
         content = ", ".join(_CONTENT)
-        self.con.execute(
-            "DELETE FROM records WHERE rowid IN ("
-            f"SELECT rowid FROM records WHERE ingest = {ingest_id} AND request_id IS NOT NULL "
+        self._mark(
+            f"SELECT rowid, file, day, {quote(SAME_ID_INGEST)} FROM records WHERE ingest = {ingest_id} "
+            "AND request_id IS NOT NULL "
             "QUALIFY row_number() OVER (PARTITION BY day, request_id ORDER BY file, line) > 1 "
-            f"UNION ALL SELECT rowid FROM records WHERE ingest = {ingest_id} AND request_id IS NULL "
-            f"QUALIFY row_number() OVER (PARTITION BY {content} ORDER BY file, line) > 1)"
+            f"UNION ALL SELECT rowid, file, day, {quote(SAME_CONTENT_INGEST)} FROM records "
+            f"WHERE ingest = {ingest_id} AND request_id IS NULL "
+            f"QUALIFY row_number() OVER (PARTITION BY {content}, occurrence ORDER BY file, line) > 1"
         )
+
+    def _mark(self, select: str) -> None:
+        """Delete the records (rowid, file, day, reason) `select` gives, keeping their count per file, day and
+        reason in the temporary `merged` table for _merge."""
+        self.con.execute("CREATE TEMP TABLE IF NOT EXISTS merged (id BIGINT, file INTEGER, day DATE, reason VARCHAR)")
+        self.con.execute(f"INSERT INTO merged {select}")
+        self.con.execute("DELETE FROM records WHERE rowid IN (SELECT id FROM merged)")
+
+    def _merge(self, ingest_id: int, sources: Sequence[SourceFile]) -> list[Merged]:
+        """Log what this ingest merged (`merges`: per file, day and reason) and return it per file and reason."""
+        con = self.con
+        if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'merged' AND temporary").fetchall()[
+            0
+        ][0]:
+            return []
+        counts = con.execute(
+            "SELECT file, day, reason, count(*) FROM merged GROUP BY ALL ORDER BY file, day, reason"
+        ).fetchall()
+        con.execute("DROP TABLE merged")
+        if not counts:
+            return []
+        con.executemany(
+            "INSERT INTO merges VALUES (?, ?, ?, ?, ?)",
+            [[ingest_id, str(sources[f].path), day, reason, n] for f, day, reason, n in counts],
+        )
+        totals: dict[tuple[str, str], int] = {}
+        for f, _day, reason, n in counts:
+            key = (str(sources[f].path), str(reason))
+            totals[key] = totals.get(key, 0) + int(n)
+        return [Merged(file, reason, n) for (file, reason), n in totals.items()]
 
     def _drop_stored(self, ingest_id: int) -> None:
         """Remove this ingest's records whose natural key an earlier ingest stored (only on days both hold)."""
@@ -375,14 +505,15 @@ class LedgerStore:
         if not held.fetchall()[0][0]:
             return  # new days only: nothing stored to collide with
         earlier = f"records WHERE ingest < {ingest_id} AND day IN {days}"
-        same_content = " AND ".join(f"o.{c} IS NOT DISTINCT FROM n.{c}" for c in _CONTENT)
-        con.execute(
-            "DELETE FROM records WHERE rowid IN ("
-            f"SELECT n.rowid FROM records n WHERE n.ingest = {ingest_id} AND n.request_id IS NOT NULL "
+        same_content = " AND ".join(f"o.{c} IS NOT DISTINCT FROM n.{c}" for c in (*_CONTENT, "occurrence"))
+        self._mark(
+            f"SELECT n.rowid, n.file, n.day, {quote(SAME_ID_STORED)} FROM records n WHERE n.ingest = {ingest_id} "
+            "AND n.request_id IS NOT NULL "
             f"AND EXISTS (SELECT 1 FROM (SELECT day, request_id FROM {earlier}) o "
             "WHERE o.day = n.day AND o.request_id = n.request_id) "
-            f"UNION ALL SELECT n.rowid FROM records n WHERE n.ingest = {ingest_id} AND n.request_id IS NULL "
-            f"AND EXISTS (SELECT 1 FROM (SELECT * FROM {earlier} AND request_id IS NULL) o WHERE {same_content}))"
+            f"UNION ALL SELECT n.rowid, n.file, n.day, {quote(SAME_CONTENT_STORED)} FROM records n "
+            f"WHERE n.ingest = {ingest_id} AND n.request_id IS NULL "
+            f"AND EXISTS (SELECT 1 FROM (SELECT * FROM {earlier} AND request_id IS NULL) o WHERE {same_content})"
         )
 
     def status(self) -> dict[str, object]:
