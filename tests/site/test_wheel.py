@@ -35,13 +35,20 @@ def test_wheel_contains_the_data_folders(wheel: Path) -> None:
         assert required in names, required
 
 
-def test_installed_wheel_inits_from_another_directory(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site-packages"
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed into a folder of its own (put on PYTHONPATH), as on an operator's machine."""
+    target = tmp_path_factory.mktemp("installed") / "site-packages"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
         check=True,
         capture_output=True,
     )
+    return target
+
+
+def test_installed_wheel_inits_from_another_directory(installed: Path, tmp_path: Path) -> None:
+    target = installed
     env = dict(os.environ, PYTHONPATH=str(target))
     code = "import llm_fabric, sys; from llm_fabric.cli.main import main; print(llm_fabric.__file__); sys.exit(main())"
     site = tmp_path / "y"
@@ -71,16 +78,10 @@ def test_wheel_ships_the_sample_machines(wheel: Path) -> None:
     assert "llm_fabric/_data/enrollment/samples/h100x8/nvidia-smi-query-gpu.csv" in names
 
 
-def test_installed_wheel_runs_the_tours_sample_commands(wheel: Path, tmp_path: Path) -> None:
+def test_installed_wheel_runs_the_tours_sample_commands(installed: Path, tmp_path: Path) -> None:
     """docs/tour.md's inputs come from the wheel: a sample machine enrolled, a sample month ingested and
     reported, in a folder outside the checkout, each command reading what the one before wrote."""
-    target = tmp_path / "site-packages"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-        check=True,
-        capture_output=True,
-    )
-    env = dict(os.environ, PYTHONPATH=str(target))
+    env = dict(os.environ, PYTHONPATH=str(installed))
     code = "import sys; from llm_fabric.cli.main import main; sys.exit(main())"
     work = tmp_path / "operator"
     work.mkdir()

@@ -20,13 +20,11 @@ import os
 import secrets
 import signal
 import socket
-import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.engine.local.server import EngineStartError, LocalEngine, free_port
+from llm_fabric.engine.local.server import EngineStartError, LocalEngine, free_port, spawn_server
 from llm_fabric.errors import FabricError, UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
 from llm_fabric.gateway.settings import KEYS_FILE, LITELLM_CONFIG_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
@@ -96,26 +94,11 @@ def owns_listener(group: int, port: int) -> bool:
 
 
 def _owned_child(parent: int) -> None:
-    """preexec of the proxy: its own process group, and SIGTERM when the fabric dies (even by SIGKILL)."""
-    os.setsid()
+    """preexec of the proxy (in its own session already): SIGTERM when the fabric dies, even by SIGKILL."""
     if sys.platform == "linux":
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the fabric died before the death signal was armed
         os._exit(1)
-
-
-def _spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    parent = os.getpid()
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            list(argv),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=dict(env),
-            cwd=cwd,
-            preexec_fn=lambda: _owned_child(parent),
-        )
 
 
 def wait_owned(gateway: LocalEngine, timeout: float) -> float:
@@ -215,7 +198,8 @@ def start_gateway(
     )
     records.mkdir(parents=True, exist_ok=True)
     log_path = folder / "litellm.log"
-    process = _spawn(argv, env=env, cwd=folder, log_path=log_path)
+    parent = os.getpid()
+    process = spawn_server(argv, env=env, cwd=folder, log_path=log_path, preexec=lambda: _owned_child(parent))
     return LocalEngine(
         pid=process.pid,
         port=port,
