@@ -33,13 +33,12 @@ def crds(out: Path, *, without_cohort_name: bool = False) -> None:
 
 
 def records(out: Path, month: str, count: int, site_root: Path = Path("site"), *, request_ids: bool = False) -> None:
+    from llm_fabric.ledger.sample_records import generate_records, site_profiles
     from llm_fabric.ledger.store.period import Month
     from llm_fabric.site.loader import load_site
-    from tests.fixtures.ledger_synthetic import generate_records
 
     site = load_site(site_root)
-    profiles = {n: (d.context.p50, d.context.p95) for n, d in site.deployments.items() if d.context}
-    generate_records(out, Month.parse(month), count, profiles, sorted(site.tenants), request_ids=request_ids)
+    generate_records(out, Month.parse(month), count, site_profiles(site), sorted(site.tenants), request_ids=request_ids)
 
 
 def exports(first: Path, second: Path, month: str, count: int, repeat: int) -> None:

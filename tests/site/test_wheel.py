@@ -35,13 +35,20 @@ def test_wheel_contains_the_data_folders(wheel: Path) -> None:
         assert required in names, required
 
 
-def test_installed_wheel_inits_from_another_directory(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site-packages"
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed into a folder of its own (put on PYTHONPATH), as on an operator's machine."""
+    target = tmp_path_factory.mktemp("installed") / "site-packages"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
         check=True,
         capture_output=True,
     )
+    return target
+
+
+def test_installed_wheel_inits_from_another_directory(installed: Path, tmp_path: Path) -> None:
+    target = installed
     env = dict(os.environ, PYTHONPATH=str(target))
     code = "import llm_fabric, sys; from llm_fabric.cli.main import main; print(llm_fabric.__file__); sys.exit(main())"
     site = tmp_path / "y"
@@ -64,3 +71,41 @@ def test_installed_wheel_inits_from_another_directory(wheel: Path, tmp_path: Pat
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_wheel_ships_the_sample_machines(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "llm_fabric/_data/enrollment/samples/h100x8/nvidia-smi-query-gpu.csv" in names
+
+
+def test_installed_wheel_runs_the_tours_sample_commands(installed: Path, tmp_path: Path) -> None:
+    """docs/tour.md's inputs come from the wheel: a sample machine enrolled, a sample month ingested and
+    reported, in a folder outside the checkout, each command reading what the one before wrote."""
+    env = dict(os.environ, PYTHONPATH=str(installed))
+    code = "import sys; from llm_fabric.cli.main import main; sys.exit(main())"
+    work = tmp_path / "operator"
+    work.mkdir()
+
+    def fabric(*args: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=work, env=env, capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, f"fabric {' '.join(args)}: {proc.stdout}{proc.stderr}"
+        return proc.stdout
+
+    fabric("init", "./site", "--example", "cerit-sc")
+    assert "sample machine h100x8 as host gpu7" in fabric(
+        "facts", "gpu7", "--sample", "h100x8", "-o", "gpu7.facts.json"
+    )
+    out = fabric(
+        "enroll", "gpu7", "--facts", "gpu7.facts.json", "--site-repo", "./site", "--owner", "cerit-sc", "--site", "brno"
+    )
+    assert "tier: full" in out
+    assert "8x h100-sxm" in fabric("nodes", "list", "-C", "./site")
+    assert "2,000 sample request record(s) of 2026-11" in fabric(
+        "ledger", "sample", "-C", "./site", "--month", "2026-11", "--count", "2000", "-o", "requests-2026-11.jsonl"
+    )
+    assert "2,000 record(s) added, 0 already there, 0 bad" in fabric(
+        "ledger", "ingest", "-C", "./site", "requests-2026-11.jsonl"
+    )
+    assert "report for 2026-11 in report" in fabric("report", "-C", "./site", "--month", "2026-11", "--out", "./report")

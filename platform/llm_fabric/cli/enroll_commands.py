@@ -10,7 +10,7 @@ from rich.table import Table
 
 from llm_fabric.cli.options import key_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import EXIT_OK, EXIT_POLICY
+from llm_fabric.errors import EXIT_OK, EXIT_POLICY, UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.enrollment.enroll import EnrollResult
@@ -172,21 +172,44 @@ def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
 
 
 @click.command("facts")
-@click.argument("host")
+@click.argument("host", required=False)
 @click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Bundle file.")
+@click.option(
+    "--sample",
+    metavar="NAME",
+    help="Write the bundle of a sample machine shipped with the fabric (h100x8: 8 x H100 SXM, h200x4, "
+    "mi355x8) instead of gathering; HOST names it (default: NAME).",
+)
 @_connection_options
 def facts_command(
-    host: str, out: Path, connection: str, ssh_user: str | None, ssh_port: int | None, ssh_key: Path | None
+    host: str | None,
+    out: Path,
+    sample: str | None,
+    connection: str,
+    ssh_user: str | None,
+    ssh_port: int | None,
+    ssh_key: Path | None,
 ) -> None:
     """Only gather HOST's facts into a bundle, for `fabric enroll --facts` on another machine.
+
+    With --sample NAME, write a sample machine's bundle instead (no machine needed): the tour enrols it.
 
     \b
     Example:
       fabric facts gpu7.example.org --ssh-user root -o gpu7.facts.json
+      fabric facts gpu7 --sample h100x8 -o gpu7.facts.json
     """
     from llm_fabric.enrollment.enroll import EnrollRequest, gather_one
     from llm_fabric.enrollment.facts import save_bundle
+    from llm_fabric.enrollment.samples import sample_bundle
 
+    if sample is not None:
+        bundle = sample_bundle(sample, host or sample)
+        save_bundle(bundle, out)
+        console.print(f"wrote {out}: sample machine {sample} as host {bundle.host} (not gathered)", markup=False)
+        return
+    if host is None:
+        raise UsageError("fabric facts: no HOST given", hint="give HOST to gather from, or --sample NAME")
     request = EnrollRequest(
         host=host,
         site_root=Path("."),

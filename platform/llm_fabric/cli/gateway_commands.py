@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import select
+import signal
+import sys
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -13,6 +21,7 @@ from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import UsageError
 
 if TYPE_CHECKING:
+    from llm_fabric.engine.local.server import LocalEngine
     from llm_fabric.gateway.config import GatewayFiles
 
 # the planner, the site loader and the gateway are imported inside the commands: `fabric --help` imports this
@@ -172,14 +181,16 @@ def run_command(
 ) -> None:
     """Run the real LiteLLM proxy on 127.0.0.1 with the generated config, the hooks and local engines.
 
-    Serves until Ctrl-C. Only the deployments given with --endpoint are routed.
+    Serves until Ctrl-C, SIGTERM, SIGHUP or a closed stdout, each of which stops the proxy; the proxy
+    also dies with fabric (a parent-death signal). A --port already taken is refused (exit 2); a proxy
+    that exits by itself ends fabric with an error naming its exit code. Only the deployments given
+    with --endpoint are routed.
 
     \b
     Example:
       fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 \\
         --records ./records --port 4000
     """
-    from llm_fabric.cli.local_engine_commands import serve_until_stopped
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
 
     files = _build(
@@ -190,15 +201,88 @@ def run_command(
         externals=dict(_parse_pairs(externals, "--external")),
         local=True,
     )
-    folder = run_dir or Path(tempfile.mkdtemp(prefix="fabric-gateway-"))
+    folder = (run_dir or Path(tempfile.mkdtemp(prefix="fabric-gateway-"))).resolve()
     write_gateway_files(files, folder)
-    gateway = start_gateway(folder, records.resolve(), port=port)
-    console.print(
-        f"LiteLLM pid {gateway.pid} on {gateway.base_url}; config {folder}; log {gateway.log_path}", markup=False
-    )
-    for note in files.notes:
-        console.print(f"  note: {note}", markup=False)
-    serve_until_stopped(gateway, timeout)
+    with _stop_signals():
+        gateway = start_gateway(folder, records, port=port)
+        _serve(gateway, timeout, [f"  note: {note}" for note in files.notes])
+
+
+class _Stop(BaseException):
+    """SIGTERM or SIGHUP: stop the proxy and end (a BaseException, so no handler on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stop(signum: int, _frame: FrameType | None) -> None:
+    raise _Stop(signum)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (the terminal closed) stop the proxy as Ctrl-C does, from the start on."""
+    previous = {sig: signal.signal(sig, _raise_stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except _Stop:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stdout_closed() -> bool:
+    """Whether the reader of stdout went away (`| head -1` exited, or the terminal hung up)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)  # POLLERR and POLLHUP are reported whatever is asked
+        return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _quiet_stdout() -> None:
+    """No more output (its reader is gone): the interpreter's last flush must not fail either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _serve(gateway: LocalEngine, timeout: float, notes: list[str]) -> None:
+    """Serve until the proxy exits (an error naming its exit code), Ctrl-C, SIGTERM/SIGHUP or a closed stdout;
+    the proxy is stopped in every case (and dies with the fabric on its own: a parent-death signal)."""
+    from llm_fabric.gateway.run import exited_error, wait_owned
+
+    announce = True  # say "stopped": not where the output's reader is gone
+    try:
+        console.print(
+            f"LiteLLM pid {gateway.pid} on {gateway.base_url}; config {gateway.run_dir}; log {gateway.log_path}",
+            markup=False,
+        )
+        for note in notes:
+            console.print(note, markup=False)
+        seconds = wait_owned(gateway, timeout)
+        console.print(f"[green]healthy[/] after {seconds:.0f} s: {gateway.base_url} (pid {gateway.pid})")
+        while gateway.alive() and not _stdout_closed():
+            time.sleep(0.5)
+        if not gateway.alive():
+            raise exited_error(gateway, gateway.process.poll() if gateway.process else None)
+        announce = False
+    except BrokenPipeError:
+        announce = False
+    except _Stop as stop:
+        announce = stop.signum != signal.SIGHUP
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):  # a second signal must not cut the stop short
+            signal.signal(sig, signal.SIG_IGN)
+        if not announce:
+            _quiet_stdout()
+        if gateway.alive():
+            status = gateway.stop()
+            if announce:
+                console.print(f"stopped {gateway.label} (pid {gateway.pid}, exit {status})")
 
 
 commands = [gateway_group]

@@ -409,4 +409,38 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     console.print(f"{path}: {month}'s rollups agree with its {records.records_in_month:,} records")
 
 
+@ledger_group.command("sample")
+@site_repo_option()
+@click.option("--month", metavar="YYYY-MM", required=True, help="The month the records fall in (UTC).")
+@click.option("--count", type=click.IntRange(1, 100_000_000), default=20_000, show_default=True, help="Records.")
+@click.option(
+    "--seed", type=click.IntRange(0, 1_000_000), default=0, show_default=True, help="Another seed, other records."
+)
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Records file (.jsonl, .parquet).",
+)
+def sample_command(site_repo: Path, month: str, count: int, seed: int, out: Path) -> None:
+    """Write a month of sample request records, as the gateway's meter writes them, for `fabric ledger ingest`.
+
+    The records spread evenly over the month, over the site's deployments (prompt lengths follow each
+    one's declared context profile) and tenants; same arguments, same file.
+
+    \b
+    Example:
+      fabric ledger sample -C ./site --month 2026-11 --count 20000 -o requests-2026-11.jsonl
+    """
+    from llm_fabric.ledger.sample_records import sample_month
+    from llm_fabric.ledger.store.period import Month
+    from llm_fabric.site.loader import load_site
+
+    period = Month.parse(month)
+    sample_month(out, load_site(site_repo), period, count, seed=seed)
+    console.print(f"wrote {out}: {count:,} sample request record(s) of {period} (seed {seed})", markup=False)
+
+
 commands = [report_command, exporter_command, ledger_group]

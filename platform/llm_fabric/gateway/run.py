@@ -4,24 +4,125 @@ LiteLLM lives in its own venv (`make gateway` builds `.venv-gateway`): its pins 
 cryptography) are not the fabric's. The proxy imports the hooks from this checkout or wheel
 (PYTHONPATH), never calls out at start-up (LITELLM_LOCAL_MODEL_COST_MAP=True), and gets a random
 master key that nobody holds: every request goes through the fabric's key check.
+
+The proxy is owned by the fabric that started it (docs/gateway.md, "Who owns the proxy"): it runs in
+its own process group, stopped as a whole, and with a parent-death signal, so it dies with the fabric
+even when the fabric is killed with SIGKILL; it counts as healthy only when the port answers from a
+socket the proxy's own processes hold.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import secrets
+import signal
+import socket
+import sys
 from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.distribution import checkout_root, package_root
-from llm_fabric.engine.local.server import LocalEngine, free_port, spawn_server
-from llm_fabric.errors import UsageError
+from llm_fabric.engine.local.server import EngineStartError, LocalEngine, free_port, spawn_server
+from llm_fabric.errors import FabricError, UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
 from llm_fabric.gateway.runtime.settings import KEYS_FILE, LITELLM_CONFIG_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
 
 GATEWAY_VENV = ".venv-gateway"
 HEALTH_PATH = "/health/liveliness"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+ADDRESS_IN_USE = "address already in use"  # how uvicorn's bind error ends
+TCP_LISTEN = "0A"  # the `st` column of /proc/net/tcp
+
+
+class GatewayExited(FabricError):
+    """LiteLLM exited by itself while the fabric served: the message names its exit code and log."""
+
+
+def _port_in_use(port: int) -> UsageError:
+    return UsageError(
+        f"port {port} on 127.0.0.1 is already in use: another process listens there, not this gateway",
+        hint=f"stop it (`ss -ltnp 'sport = :{port}'` names it) or give another --port",
+    )
+
+
+def check_port_free(port: int) -> None:
+    """UsageError naming `port` when something already listens on 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # as uvicorn binds: a closed connection in TIME_WAIT does not hold the port, a listener does
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise _port_in_use(port) from exc
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def _group_pids(group: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            # the field after the parenthesised command name: state, ppid, pgrp
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == group:
+                pids.append(int(entry.name))
+    return pids
+
+
+def owns_listener(group: int, port: int) -> bool:
+    """Whether a process of process group `group` holds the socket listening on `port` (Linux /proc)."""
+    wanted = {f"socket:[{inode}]" for inode in _listening_inodes(port)}
+    for pid in _group_pids(group):
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) in wanted:
+                        return True
+    return False
+
+
+def _owned_child(parent: int) -> None:
+    """preexec of the proxy (in its own session already): SIGTERM when the fabric dies, even by SIGKILL."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the fabric died before the death signal was armed
+        os._exit(1)
+
+
+def wait_owned(gateway: LocalEngine, timeout: float) -> float:
+    """Seconds until the gateway's own proxy answered on its port. UsageError naming the port when another
+    process holds it (the proxy died with address in use, or a stranger answered); EngineStartError else."""
+    try:
+        seconds = gateway.wait_healthy(timeout)
+    except EngineStartError:
+        if ADDRESS_IN_USE in gateway.log_tail(60).lower():
+            raise _port_in_use(gateway.port) from None
+        raise
+    if not (gateway.alive() and owns_listener(gateway.pid, gateway.port)):
+        gateway.stop()
+        raise _port_in_use(gateway.port)
+    return seconds
+
+
+def exited_error(gateway: LocalEngine, status: int | None) -> GatewayExited:
+    return GatewayExited(
+        f"{gateway.label} (pid {gateway.pid}) exited by itself with exit code {status} (log {gateway.log_path}):\n"
+        f"{gateway.log_tail()}",
+        hint="the log's last lines say why; `fabric gateway run` stops when its proxy does",
+    )
 
 
 def write_gateway_files(files: GatewayFiles, out: Path) -> list[Path]:
@@ -58,11 +159,15 @@ def start_gateway(
     folder: Path, records: Path, *, port: int | None = None, python: Path | None = None, master_key: str | None = None
 ) -> LocalEngine:
     """Start LiteLLM's proxy with the files in `folder` (written by write_gateway_files), its meter writing to the
-    folder `records`; wait with wait_healthy()."""
+    folder `records`; wait with wait_owned(). A --port already taken is refused before the start."""
+    folder = folder.resolve()  # LiteLLM runs in `folder`: a relative path would be read relative to it
+    records = records.resolve()
     interpreter = python or gateway_python()
     litellm = interpreter.parent / "litellm"
     if not litellm.is_file():
         raise UsageError(f"{interpreter.parent} has no `litellm` command", hint="run `make gateway`")
+    if port is not None:
+        check_port_free(port)
     port = port or free_port()
     argv = [
         str(litellm),
@@ -90,7 +195,8 @@ def start_gateway(
     )
     records.mkdir(parents=True, exist_ok=True)
     log_path = folder / "litellm.log"
-    process = spawn_server(argv, env=env, cwd=folder, log_path=log_path)
+    parent = os.getpid()
+    process = spawn_server(argv, env=env, cwd=folder, log_path=log_path, preexec=lambda: _owned_child(parent))
     return LocalEngine(
         pid=process.pid,
         port=port,

@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,8 +166,16 @@ class LocalEngine:
         return None
 
 
-def spawn_server(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_path: Path) -> subprocess.Popen[bytes]:
-    """Start a local server in its own session (stopped by process group), its output appended to `log_path`."""
+def spawn_server(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    preexec: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start a local server in its own session (stopped by process group), its output appended to `log_path`;
+    `preexec` runs in the child after the new session, before the exec."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
             list(argv),
@@ -177,6 +185,7 @@ def spawn_server(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log_
             env=dict(env),
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=preexec,
         )
 
 
