@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from llm_fabric.cli.engine_commands import ENGINE_NAMES
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
@@ -265,7 +266,7 @@ def burst_command(
 @engine_group.command("check-args")
 @click.option(
     "--engine",
-    type=click.Choice(["vllm", "sglang"]),  # engine.backends.BACKENDS, spelled out: `fabric` starts without it
+    type=click.Choice(ENGINE_NAMES),
     default="vllm",
     show_default=True,
     help="vLLM: the installed vLLM's parser; sglang: the pinned SGLang wheel's parser (`make engine` fetches it).",

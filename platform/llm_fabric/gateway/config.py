@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.backends import backend
+from llm_fabric.engine.recipes import DEFAULT_ENGINE, get_recipe
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
@@ -85,13 +86,6 @@ def _served_name(replica: ReplicaPlacement) -> str:
     return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else replica.deployment
 
 
-def _priority_scheduling(replica: ReplicaPlacement) -> bool:
-    args = replica.engine_args
-    if replica.engine == "sglang":
-        return "--enable-priority-scheduling" in args
-    return "--scheduling-policy" in args and args[args.index("--scheduling-policy") + 1] == "priority"
-
-
 def _ranked_classes(site: SiteRepo, tenant: Tenant) -> list[str]:
     ranks = {name: dc.rank for name, dc in site.config.data_classes.items()}
     return sorted(tenant.data_classes, key=lambda c: (-ranks.get(c, 0), c))
@@ -124,9 +118,10 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
         share = capacity if owned < 0 else capacity * min(owned, len(replicas)) / max(len(replicas), 1)
         reserved = math.ceil(share * (gw.owner_reserve if lend else 1.0))
     recipe = get_recipe(dep.recipe)
-    engine = replicas[0].engine if replicas else "vllm"
-    priority = bool(replicas) and all(_priority_scheduling(r) for r in replicas)
-    low_first = engine != "sglang" or all("--schedule-low-priority-values-first" in r.engine_args for r in replicas)
+    engine = replicas[0].engine if replicas else DEFAULT_ENGINE
+    chosen = backend(engine)
+    priority = bool(replicas) and all(chosen.priority_scheduling(r.engine_args) for r in replicas)
+    low_first = all(chosen.low_values_first(r.engine_args) for r in replicas)
 
     def fields(is_owner: bool) -> dict[str, Any]:
         # the priority only where every replica schedules by it: vLLM rejects one it cannot honour
