@@ -14,6 +14,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,12 +32,12 @@ from llm_fabric.gateway.runtime.settings import (
     HookSettings,
     TenantAccess,
 )
-from llm_fabric.plan.document import Plan, ReplicaPlacement
+from llm_fabric.plan.document import Plan, ReplicaPlacement, load_plan
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
-from llm_fabric.trust.sites import TrustedSite
+from llm_fabric.trust.sites import TrustedSite, load_trusted_site
 
 HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
@@ -170,6 +171,40 @@ def check_trusted_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> 
 def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: list[str]) -> list[str]:
     rule = policies.sovereignty.get(data_class)
     return [s for s in sites if not rule_refusals(data_class, rule, s, site.config.sites[s])]
+
+
+def gateway_for(
+    site_repo: Path,
+    plan_file: Path | None,
+    site_name: str | None,
+    *,
+    endpoints: dict[tuple[str, str | None], str] | None = None,
+    externals: dict[str, str] | None = None,
+    local: bool = False,
+) -> GatewayFiles:
+    """`fabric gateway config` and `run`: the trusted site (PolicyRefusal when a signature fails), its
+    plan (`plan_file`, else planned now), the endpoints checked against it, and the gateway built."""
+    site = load_trusted_site(site_repo)
+    if plan_file is not None:
+        plan = load_plan(plan_file)
+    else:
+        from llm_fabric.plan.planning import plan_site  # the solver loads only when a plan is made
+
+        plan = plan_site(site)
+    unknown = sorted({d for d, _ in (endpoints or {})} - set(plan.deployments))
+    if unknown:
+        raise UsageError(
+            f"--endpoint names deployment(s) the plan does not have: {', '.join(unknown)}",
+            hint=f"planned: {', '.join(sorted(plan.deployments))}",
+        )
+    return build_gateway(
+        site,
+        plan.require_complete(),
+        site_id=gateway_site(site, site_name),
+        endpoints=endpoints,
+        externals=externals,
+        local=local,
+    )
 
 
 def build_gateway(
