@@ -23,6 +23,7 @@ from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
 from llm_fabric.site.root import require_site_root
 from llm_fabric.site.schemas import modeline
 from llm_fabric.trust.signatures import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
+from llm_fabric.trust.sites import signature_hint
 
 NODES = "nodes"
 # facts that change on every enrolment and say nothing about the machine
@@ -209,6 +210,7 @@ class NodeStatus:
     manifest: NodeManifest | None
     problem: str | None
     load_problems: tuple[Problem, ...] = ()  # why the manifest does not load, each with its file and line
+    hint: str | None = None  # how to fix a failing signature (the one `fabric validate` gives)
 
 
 def verify_nodes(root: Path) -> list[NodeStatus]:
@@ -226,5 +228,7 @@ def verify_nodes(root: Path) -> list[NodeStatus]:
             problems = tuple(exc.problems)
             out.append(NodeStatus(path.stem, path, None, "; ".join(str(p) for p in problems), problems))
             continue
-        out.append(NodeStatus(path.stem, path, manifest, verify_manifest(manifest, keys)))
+        problem = verify_manifest(manifest, keys)
+        hint = signature_hint(root, manifest, keys) if problem is not None else None
+        out.append(NodeStatus(path.stem, path, manifest, problem, hint=hint))
     return out
