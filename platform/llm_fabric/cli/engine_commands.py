@@ -247,6 +247,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
     from llm_fabric.engine.capacity.site import site_capacity
     from llm_fabric.site.loader import load_site
 
+    # plain load_site: an estimate printed for people (GPU models of the nodes); nothing reaches a cluster
     rows = site_capacity(load_site(site_dir))
     if as_json:
         print_json([r.as_dict() for r in rows])
