@@ -23,7 +23,6 @@ from llm_fabric.site.paths import RETIRED, check_name, repo_path, unsafe_entry
 from llm_fabric.site.root import require_site_root
 from llm_fabric.site.schemas import modeline
 from llm_fabric.trust.signatures import KEYS_DIR, load_public_keys, sign_manifest, verify_manifest
-from llm_fabric.trust.sites import signature_hint
 
 NODES = "nodes"
 # facts that change on every enrolment and say nothing about the machine
@@ -214,6 +213,8 @@ class NodeStatus:
 
 
 def verify_nodes(root: Path) -> list[NodeStatus]:
+    from llm_fabric.trust.sites import signature_hint  # it loads the site loader, which `fabric init --help` must not
+
     require_site_root(root)  # outside a site repo an empty nodes/ is a mistake, not an empty fleet
     keys = load_public_keys(root)
     out = []
