@@ -184,3 +184,26 @@ def test_an_edited_enrolled_node_is_not_told_to_re_enroll_with_the_edit(
     assert f"node `box`: {EDITED}" in err and "restore the signed content from git" in err
     assert f"fabric enroll HOST --site-repo {root} --owner OWNER --site SITE --name box" in err
     assert "tuwien-ai" not in err
+    # `fabric nodes verify` gives the same hint, not a re-enrolment under the edited owner
+    code = main(["nodes", "verify", "-C", str(root)])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "1 of 5 node manifests fail verification" in err and EDITED in err, err
+    assert "restore the signed content from git" in err and f"git -C {root} log -p -- nodes/box.yaml" in err
+    assert f"fabric enroll HOST --site-repo {root} --owner OWNER --site SITE --name box" in err
+    assert "tuwien-ai" not in err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["report", "--month", "2026-11"], ["exporter", "--once"]],
+    ids=["report", "exporter"],
+)
+def test_the_ledger_figures_refuse(
+    command: list[str], tampered: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The report and the exporter credit owners with their nodes' GPUs: an edited owner is refused."""
+    out = tmp_path / "out"
+    args = [*command, "-C", str(tampered)] + (["--out", str(out)] if command[0] == "report" else [])
+    _refused(capsys, main(args))
+    assert not out.exists()

@@ -16,7 +16,9 @@ import click
 import pytest
 
 from llm_fabric.cli import deploy_commands, engine_commands
+from llm_fabric.cli.local_engine_commands import check_args_command
 from llm_fabric.deploy.build import STACK_ORDER
+from llm_fabric.engine.backends import BACKENDS
 from llm_fabric.engine.capacity.model import DEFAULT_CONTEXT_TOKENS
 
 # what only some commands need: site models, recipes, Ansible, DuckDB, schemas, templates, the deploy stack
@@ -93,3 +95,11 @@ def test_spelled_out_constants_agree_with_the_core() -> None:
     stack = next(p for p in deploy_commands.render_command.params if p.name == "stacks")
     assert isinstance(stack.type, click.Choice) and tuple(stack.type.choices) == STACK_ORDER
     assert engine_commands.DEFAULT_CONTEXT_TOKENS == DEFAULT_CONTEXT_TOKENS
+    assert list(BACKENDS) == engine_commands.ENGINE_NAMES
+    engine_choices = [
+        list(param.type.choices)
+        for command in (engine_commands.capacity_command, engine_commands.engine_args_command, check_args_command)
+        for param in command.params
+        if param.name == "engine" and isinstance(param.type, click.Choice)
+    ]
+    assert engine_choices == [list(BACKENDS)] * 3  # every --engine offers exactly the registry's engines

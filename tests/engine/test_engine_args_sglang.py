@@ -53,3 +53,17 @@ def test_check_args_cli_for_sglang(
     assert main(["engine", "check-args", "--engine", "sglang"]) == 0
     out = capsys.readouterr().out
     assert "engine commands pass SGLang 0.5.23's parser" in out
+
+
+def test_check_args_cli_refuses_a_command_sglang_rejects(
+    engine_python_path: Path, sglang_wheel: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one real command and one SGLang's parser rejects, judged by that parser through the CLI
+    cases, refused = sglang_cases()
+    monkeypatch.setattr("llm_fabric.engine.sglang.check.sglang_cases", lambda: ([cases[0], BROKEN[0][0]], refused))
+    assert main(["engine", "check-args", "--engine", "sglang"]) == 2
+    captured = capsys.readouterr()
+    assert "fail unknown flag: " in captured.out and "unrecognized arguments: --tp-sise" in captured.out
+    assert "1/2 engine commands pass SGLang 0.5.23's parser" in captured.out
+    assert "1 of 2 engine commands fail SGLang 0.5.23's parser" in captured.err
+    assert "fix the recipe (engine/models/) or the engine's command.py" in captured.err

@@ -60,8 +60,8 @@ def test_engine_counters_reach_the_report_through_prometheus(
     wait_scraped(prom, DEPLOYMENT, COUNTERS, after)
 
     # the burst is what was planned: byte-level prompts are as long as their text, outputs as max_tokens
-    assert [r["prompt_tokens"] for r in records] == [p.planned_prompt_tokens for p in planned]
-    assert [r["completion_tokens"] for r in records] == [p.max_tokens for p in planned]
+    assert [r.prompt_tokens for r in records] == [p.planned_prompt_tokens for p in planned]
+    assert [r.completion_tokens for r in records] == [p.max_tokens for p in planned]
     lengths = lognormal_lengths(COUNT, P50, P95, maximum=MAX_PROMPT)
     assert (nearest_rank(lengths, 50), nearest_rank(lengths, 95)) == (P50, P95)
     rise = {key: after[key] - before[key] for key in COUNTERS}

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from llm_fabric.engine.backends import BACKENDS
+from llm_fabric.engine.command import OWNER_PRIORITY, POOL_PRIORITY
 from llm_fabric.engine.request_hooks import loop_guard_fields, request_fields, request_priority, serves_first
-from llm_fabric.engine.sglang.command import OWNER_PRIORITY, POOL_PRIORITY
 
 RUNNER = Path(__file__).with_name("sglang_guard_runner.py")
 
@@ -50,14 +51,29 @@ def test_sglang_loads_and_runs_the_gateways_loop_guard(engine_python_path: Path,
 
 def test_priority_polarity_per_engine() -> None:
     # the fabric starts SGLang with --schedule-low-priority-values-first: the same numbers as vLLM's
-    for engine in ("vllm", "sglang"):
-        owner, pool = request_priority(engine, owner=True), request_priority(engine, owner=False)
+    started = {
+        "vllm": ["--scheduling-policy", "priority"],
+        "sglang": ["--enable-priority-scheduling", "--schedule-low-priority-values-first"],
+    }
+    for engine, args in started.items():
+        chosen = BACKENDS[engine]  # type: ignore[index]
+        assert chosen.priority_scheduling(args)
+        low = chosen.low_values_first(args)
+        owner, pool = (
+            request_priority(owner=True, low_values_first=low),
+            request_priority(owner=False, low_values_first=low),
+        )
         assert (owner, pool) == (OWNER_PRIORITY, POOL_PRIORITY)
-        assert serves_first(engine, owner, pool)
+        assert serves_first(owner, pool, low_values_first=low)
+    assert not BACKENDS["vllm"].priority_scheduling(["--scheduling-policy", "fcfs"])
     # an SGLang engine on its default polarity (higher first) gets mirrored numbers: the owner still goes first
-    owner = request_priority("sglang", owner=True, low_values_first=False)
-    pool = request_priority("sglang", owner=False, low_values_first=False)
-    assert owner > pool and serves_first("sglang", owner, pool, low_values_first=False)
+    low = BACKENDS["sglang"].low_values_first(["--enable-priority-scheduling"])
+    assert not low
+    owner, pool = (
+        request_priority(owner=True, low_values_first=low),
+        request_priority(owner=False, low_values_first=low),
+    )
+    assert owner > pool and serves_first(owner, pool, low_values_first=low)
 
 
 def test_request_fields_per_engine() -> None:

@@ -85,6 +85,7 @@ def bench_command(
     from llm_fabric.plan.document import load_plan
     from llm_fabric.site.loader import load_site
 
+    # plain load_site: load-test configs from a plan `fabric plan` made through the trust gate; no node is read
     site = load_site(site_repo)
     site_id = resolve_site(site, site_name)
     tests = load_tests(

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 # `fabric` commands do not pay for them. llm_fabric.engine.capacity.model.DEFAULT_CONTEXT_TOKENS, spelled out
 # for the same reason (tests/cli/test_startup.py checks that the two agree).
 DEFAULT_CONTEXT_TOKENS = 8192
+# the names of llm_fabric.engine.backends.BACKENDS, spelled out for the same reason (checked there too)
+ENGINE_NAMES = ["vllm", "sglang"]
 
 _ROWS = [
     ("weights_gb", "weights (GB)"),
@@ -148,7 +150,7 @@ def _print_estimate(est: CapacityEstimate) -> None:
 @click.option("--site", "legacy_site_dir", type=click.Path(file_okay=False, path_type=Path), default=None, hidden=True)
 @click.option(
     "--engine",
-    type=click.Choice(["vllm", "sglang"]),
+    type=click.Choice(ENGINE_NAMES),
     default="vllm",
     show_default=True,
     help="sglang: SGLang's memory semantics (--mem-fraction-static, DP attention).",
@@ -245,6 +247,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
     from llm_fabric.engine.capacity.site import site_capacity
     from llm_fabric.site.loader import load_site
 
+    # plain load_site: an estimate printed for people (GPU models of the nodes); nothing reaches a cluster
     rows = site_capacity(load_site(site_dir))
     if as_json:
         print_json([r.as_dict() for r in rows])
@@ -306,7 +309,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--priority", is_flag=True, help="Priority scheduling (dedicated allocations).")
 @click.option(
     "--engine",
-    type=click.Choice(["vllm", "sglang"]),
+    type=click.Choice(ENGINE_NAMES),
     default=None,
     help="The serving engine (default: the recipe's, vLLM unless it says).",
 )

@@ -22,7 +22,6 @@ from llm_fabric.errors import UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.engine.local.server import LocalEngine
-    from llm_fabric.gateway.config import GatewayFiles
 
 # the planner, the site loader and the gateway are imported inside the commands: `fabric --help` imports this
 # module, and each command should pay only for its own.
@@ -44,42 +43,6 @@ def _endpoints(values: tuple[str, ...]) -> dict[tuple[str, str | None], str]:
         deployment, _, at = name.partition("@")
         out[(deployment, at or None)] = url
     return out
-
-
-def _build(
-    site_repo: Path,
-    plan_file: Path | None,
-    site_name: str | None,
-    *,
-    endpoints: dict[tuple[str, str | None], str] | None = None,
-    externals: dict[str, str] | None = None,
-    local: bool = False,
-) -> GatewayFiles:
-    from llm_fabric.gateway.config import build_gateway, gateway_site
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.trust.sites import load_trusted_site
-
-    site = load_trusted_site(site_repo)
-    if plan_file is not None:
-        plan = load_plan(plan_file)
-    else:
-        from llm_fabric.plan.planning import plan_site
-
-        plan = plan_site(site)
-    unknown = sorted({d for d, _ in (endpoints or {})} - set(plan.deployments))
-    if unknown:
-        raise UsageError(
-            f"--endpoint names deployment(s) the plan does not have: {', '.join(unknown)}",
-            hint=f"planned: {', '.join(sorted(plan.deployments))}",
-        )
-    return build_gateway(
-        site,
-        plan.require_complete(),
-        site_id=gateway_site(site, site_name),
-        endpoints=endpoints,
-        externals=externals,
-        local=local,
-    )
 
 
 _plan_option = click.option(
@@ -125,9 +88,10 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
     Example:
       fabric gateway config -C ./site --plan plan.json --out ./gateway
     """
+    from llm_fabric.gateway.config import gateway_for
     from llm_fabric.gateway.run import write_gateway_files
 
-    files = _build(site_repo, plan_file, site_name)
+    files = gateway_for(site_repo, plan_file, site_name)
     written = write_gateway_files(files, out)
     if as_json:
         print_json({"files": [str(p) for p in written], "groups": sorted(files.settings.groups), "notes": files.notes})
@@ -191,9 +155,10 @@ def run_command(
       fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 \\
         --records ./records --port 4000
     """
+    from llm_fabric.gateway.config import gateway_for
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
 
-    files = _build(
+    files = gateway_for(
         site_repo,
         plan_file,
         site_name,

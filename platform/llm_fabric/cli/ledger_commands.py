@@ -102,11 +102,12 @@ def report_command(
     from llm_fabric.ledger.report.build import build_report, report_inputs
     from llm_fabric.ledger.report.publish import write_report
     from llm_fabric.ledger.store.database import site_store
-    from llm_fabric.site.loader import load_site
     from llm_fabric.trust.report_keys import signing_key
     from llm_fabric.trust.signatures import key_id
+    from llm_fabric.trust.sites import load_trusted_site
 
-    site = load_site(site_repo)
+    # trusted: the signed report credits each owner with the GPUs its node manifests contribute
+    site = load_trusted_site(site_repo)
     inputs = report_inputs(
         month=month,
         records=requests,
@@ -229,9 +230,10 @@ def exporter_command(
     from prometheus_client import generate_latest, start_http_server
 
     from llm_fabric.ledger.report.exporter import build_registry, exporter_inputs
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.trust.sites import load_trusted_site
 
-    site = load_site(site_repo)
+    # trusted: the pool gauges count each owner's GPUs from the node manifests, as the report does
+    site = load_trusted_site(site_repo)
     inputs = exporter_inputs(
         site,
         site_repo,
@@ -439,6 +441,7 @@ def sample_command(site_repo: Path, month: str, count: int, seed: int, out: Path
     from llm_fabric.site.loader import load_site
 
     period = Month.parse(month)
+    # plain load_site: sample records for a local file, spread over deployments and tenants; no node is used
     sample_month(out, load_site(site_repo), period, count, seed=seed)
     console.print(f"wrote {out}: {count:,} sample request record(s) of {period} (seed {seed})", markup=False)
 

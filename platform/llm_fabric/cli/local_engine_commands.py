@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from llm_fabric.cli.engine_commands import ENGINE_NAMES
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
@@ -265,13 +266,13 @@ def burst_command(
 @engine_group.command("check-args")
 @click.option(
     "--engine",
-    type=click.Choice(["vllm", "sglang"]),  # engine.backends.BACKENDS, spelled out: `fabric` starts without it
+    type=click.Choice(ENGINE_NAMES),
     default="vllm",
     show_default=True,
     help="vLLM: the installed vLLM's parser; sglang: the pinned SGLang wheel's parser (`make engine` fetches it).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print every verdict as JSON.")
-def check_args_command(engine: str, as_json: bool) -> int:
+def check_args_command(engine: str, as_json: bool) -> None:
     """Check every recipe's engine args on every GPU that can run it with the engine's own parser.
 
     Exit 0 when all pass, 2 when any fails.
@@ -301,7 +302,11 @@ def check_args_command(engine: str, as_json: bool) -> int:
             f"{len(verdicts) - len(failing)}/{len(verdicts)} engine commands pass {parser} "
             f"({len(refused)} combinations refused by the kernel matrix, not generated)"
         )
-    return 2 if failing else 0
+    if failing:
+        raise UsageError(
+            f"{len(failing)} of {len(verdicts)} engine commands fail {parser}",
+            hint="each failure names its recipe and GPU: fix the recipe (engine/models/) or the engine's command.py",
+        )
 
 
 commands = [engine_group]

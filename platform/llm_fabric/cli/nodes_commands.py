@@ -100,7 +100,6 @@ def nodes_verify_command(site_repo: Path) -> None:
       fabric nodes verify --site-repo ./site
     """
     from llm_fabric.enrollment.registry import verify_nodes
-    from llm_fabric.trust.sites import signature_fix_hint
 
     statuses = verify_nodes(site_repo)
     bad = [s for s in statuses if s.problem is not None]
@@ -110,14 +109,7 @@ def nodes_verify_command(site_repo: Path) -> None:
             problems=[
                 problem
                 for s in bad
-                for problem in s.load_problems
-                or [
-                    Problem(
-                        s.problem or "",
-                        file=s.path,
-                        hint=signature_fix_hint(site_repo, s.manifest) if s.manifest else None,
-                    )
-                ]
+                for problem in s.load_problems or [Problem(s.problem or "", file=s.path, hint=s.hint)]
             ],
             hint=f"a manifest that does not load: fix what `fabric validate -C {site_repo}` reports first"
             if any(s.manifest is None for s in bad)

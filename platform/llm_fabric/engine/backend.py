@@ -2,15 +2,19 @@
 
 A backend (`engine.vllm.backend.VLLM`, `engine.sglang.backend.SGLANG`) builds the engine's command
 from `ServingArgs`, sizes a replica with the engine's own memory semantics on top of the shared
-capacity model, and checks its generated commands with the engine's own parser. The registry
-(`engine.backends`) maps an engine's name to its backend; nothing outside the backends and the
-registry asks which engine it is.
+capacity model, and checks its generated commands with the engine's own parser. It also says what
+the other layers would otherwise ask by name: its image (the stack options naming it), the
+environment every container of it gets, where its command names the model, the recipe's parsers in
+its names, what it refuses of a deployment, and what the gateway adds to a request for it (priority
+and its polarity, the loop guard). The registry (`engine.backends`) maps an engine's name to its
+backend; nothing outside the backends and the registry asks which engine it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from llm_fabric.engine.argcheck import ArgVerdict
 from llm_fabric.engine.capacity.model import CapacityEstimate, LatencyTarget
@@ -69,8 +73,8 @@ class EngineBackend(Protocol):
     def name(self) -> EngineName: ...
 
     @property
-    def version(self) -> str | None:
-        """The engine release the commands are checked against; None: whichever is installed."""
+    def version(self) -> str:
+        """The engine release the commands are checked against (and its image is built from)."""
 
     @property
     def launcher(self) -> tuple[str, ...]:
@@ -84,7 +88,33 @@ class EngineBackend(Protocol):
     def attention_dp(self) -> bool:
         """Whether the engine takes its own attention-DP/expert-parallel sizes (`--attn-dp`, `--ep`)."""
 
+    @property
+    def image_options(self) -> tuple[str, str]:
+        """The `deploy.options.StackOptions` fields naming its image: (NVIDIA nodes, AMD nodes)."""
+
+    @property
+    def container_env(self) -> Mapping[str, str]:
+        """Set on every container of the engine, over the plan's environment."""
+
     def command(self, serving: ServingArgs) -> EngineCommand: ...
+
+    def model(self, args: Sequence[str]) -> str:
+        """The model (path or id) a generated argument list serves."""
+
+    def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
+        """(tool-call parser, reasoning parser) of `recipe` in the engine's names."""
+
+    def refusal(self, recipe: Recipe, kv_cache_dtype: str) -> tuple[str, str, str] | None:
+        """Why a deployment of `recipe` cannot run on the engine: (its field, message, hint); None: it can."""
+
+    def priority_scheduling(self, args: Sequence[str]) -> bool:
+        """Whether the engine started with `args` schedules requests by their `priority`."""
+
+    def low_values_first(self, args: Sequence[str]) -> bool:
+        """Whether the engine started with `args` serves lower `priority` values first (the fabric's numbers)."""
+
+    def loop_guard_fields(self, *, enabled: bool) -> dict[str, Any]:
+        """Fields to merge into a request body so the engine runs (or skips) the fabric's loop guard."""
 
     def capacity(self, query: CapacityQuery) -> CapacityReport: ...
 

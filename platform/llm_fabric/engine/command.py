@@ -18,6 +18,11 @@ from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 
 # the port every engine listens on inside its pod (the renderer's Service and probes, the gateway's routes)
 ENGINE_PORT = 8000
+# priorities the fabric sends, lower first (vLLM's polarity; SGLang runs with --schedule-low-priority-values-first).
+# SGLang preempts a running request only for a newcomer at least --priority-scheduling-preemption-threshold
+# (default 10) more urgent: owner and pool are exactly that far apart.
+OWNER_PRIORITY = 0
+POOL_PRIORITY = 10
 
 
 @dataclass(frozen=True)

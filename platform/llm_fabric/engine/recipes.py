@@ -23,6 +23,7 @@ from llm_fabric.errors import ConfigError, Problem, UsageError
 QuantizationName = Literal["bf16", "fp8", "nvfp4", "mxfp4", "int4"]
 EngineName = Literal["vllm", "sglang"]
 ENGINES: tuple[EngineName, ...] = ("vllm", "sglang")
+DEFAULT_ENGINE: EngineName = "vllm"  # a recipe's engine unless it names one
 KvCacheDtype = Literal["auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 # bytes of one KV-cache element; "auto" is the model's activation dtype (bf16 for every recipe here)
@@ -161,7 +162,7 @@ class Recipe(FabricModel):
     source: str = Field(description="where the architecture facts come from")
     small: bool = Field(description="may be placed on limited-tier nodes")
     architecture: Architecture
-    engine: EngineName = Field("vllm", description="the engine a deployment of this recipe runs unless it says")
+    engine: EngineName = Field(DEFAULT_ENGINE, description="the engine a deployment of this recipe runs unless it says")
     quantizations: dict[QuantizationName, QuantizationOption] = Field(min_length=1)
     default_quantization: QuantizationName
     kv_cache_dtypes: list[KvCacheDtype] = Field(default_factory=_auto_kv_dtype, min_length=1)
@@ -208,16 +209,6 @@ class Recipe(FabricModel):
     @property
     def active_params_b(self) -> float:
         return self.architecture.active_params_b
-
-    def engines(self) -> list[EngineName]:
-        """The engines this recipe can be served with."""
-        return ["vllm", "sglang"] if self.sglang is not None else ["vllm"]
-
-    def parsers(self, engine: EngineName) -> tuple[str | None, str | None]:
-        """(tool-call parser, reasoning parser) in `engine`'s names."""
-        if engine == "sglang" and self.sglang is not None:
-            return self.sglang.tool_call_parser, self.sglang.reasoning_parser
-        return self.tool_call_parser, self.reasoning_parser
 
     def quantization(self, name: str | None) -> tuple[str, QuantizationOption]:
         """The named quantization (default: the recipe's), or UsageError listing what is offered."""

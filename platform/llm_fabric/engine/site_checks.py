@@ -11,9 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from llm_fabric.documents import suggest
-from llm_fabric.engine.backends import deployment_engine
+from llm_fabric.engine.backends import backend, deployment_engine
 from llm_fabric.engine.recipes import Recipe, load_recipes
-from llm_fabric.engine.sglang.command import KV_CACHE_DTYPES as SGLANG_KV_CACHE_DTYPES
 from llm_fabric.errors import Problem
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
@@ -68,19 +67,13 @@ def _recipe_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe)
 
 
 def _engine_problems(site: SiteRepo, path: Path, dep: Deployment, recipe: Recipe) -> list[Problem]:
-    """SGLang needs the recipe's `sglang:` section and a KV-cache dtype SGLang has."""
-    if deployment_engine(dep, recipe, site.config.defaults.engine) != "sglang":
+    """What the deployment's engine refuses of the recipe (SGLang: no `sglang:` section, a KV-cache dtype it lacks)."""
+    engine = backend(deployment_engine(dep, recipe, site.config.defaults.engine))
+    refusal = engine.refusal(recipe, dep.kv_cache_dtype or "auto")
+    if refusal is None:
         return []
-    if recipe.sglang is None:
-        msg = f"recipe `{recipe.id}` has no `sglang:` section: it is not known to run on SGLang"
-        hint = "use `engine: vllm`, or add the section (parsers, arguments) to the recipe"
-        return [site.problem(path, ("engine",), msg, hint)]
-    kv = dep.kv_cache_dtype or "auto"
-    if kv in recipe.kv_cache_dtypes and kv not in SGLANG_KV_CACHE_DTYPES:
-        usable = [k for k in recipe.kv_cache_dtypes if k in SGLANG_KV_CACHE_DTYPES]
-        msg = f"SGLang has no KV-cache dtype `{kv}`"
-        return [site.problem(path, ("kv_cache_dtype",), msg, f"use one of {', '.join(usable)}")]
-    return []
+    field, msg, hint = refusal
+    return [site.problem(path, (field,), msg, hint)]
 
 
 def _fit_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe, catalog: GpuCatalog) -> list[Problem]:

@@ -209,9 +209,12 @@ class NodeStatus:
     manifest: NodeManifest | None
     problem: str | None
     load_problems: tuple[Problem, ...] = ()  # why the manifest does not load, each with its file and line
+    hint: str | None = None  # how to fix a failing signature (the one `fabric validate` gives)
 
 
 def verify_nodes(root: Path) -> list[NodeStatus]:
+    from llm_fabric.trust.sites import signature_hint  # it loads the site loader, which `fabric init --help` must not
+
     require_site_root(root)  # outside a site repo an empty nodes/ is a mistake, not an empty fleet
     keys = load_public_keys(root)
     out = []
@@ -226,5 +229,7 @@ def verify_nodes(root: Path) -> list[NodeStatus]:
             problems = tuple(exc.problems)
             out.append(NodeStatus(path.stem, path, None, "; ".join(str(p) for p in problems), problems))
             continue
-        out.append(NodeStatus(path.stem, path, manifest, verify_manifest(manifest, keys)))
+        problem = verify_manifest(manifest, keys)
+        hint = signature_hint(root, manifest, keys) if problem is not None else None
+        out.append(NodeStatus(path.stem, path, manifest, problem, hint=hint))
     return out

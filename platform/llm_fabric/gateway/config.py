@@ -14,11 +14,13 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.backends import backend
+from llm_fabric.engine.recipes import DEFAULT_ENGINE, get_recipe
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
@@ -30,12 +32,12 @@ from llm_fabric.gateway.runtime.settings import (
     HookSettings,
     TenantAccess,
 )
-from llm_fabric.plan.document import Plan, ReplicaPlacement
+from llm_fabric.plan.document import Plan, ReplicaPlacement, load_plan
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
-from llm_fabric.trust.sites import TrustedSite
+from llm_fabric.trust.sites import TrustedSite, load_trusted_site
 
 HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
@@ -85,13 +87,6 @@ def _served_name(replica: ReplicaPlacement) -> str:
     return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else replica.deployment
 
 
-def _priority_scheduling(replica: ReplicaPlacement) -> bool:
-    args = replica.engine_args
-    if replica.engine == "sglang":
-        return "--enable-priority-scheduling" in args
-    return "--scheduling-policy" in args and args[args.index("--scheduling-policy") + 1] == "priority"
-
-
 def _ranked_classes(site: SiteRepo, tenant: Tenant) -> list[str]:
     ranks = {name: dc.rank for name, dc in site.config.data_classes.items()}
     return sorted(tenant.data_classes, key=lambda c: (-ranks.get(c, 0), c))
@@ -124,9 +119,10 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
         share = capacity if owned < 0 else capacity * min(owned, len(replicas)) / max(len(replicas), 1)
         reserved = math.ceil(share * (gw.owner_reserve if lend else 1.0))
     recipe = get_recipe(dep.recipe)
-    engine = replicas[0].engine if replicas else "vllm"
-    priority = bool(replicas) and all(_priority_scheduling(r) for r in replicas)
-    low_first = engine != "sglang" or all("--schedule-low-priority-values-first" in r.engine_args for r in replicas)
+    engine = replicas[0].engine if replicas else DEFAULT_ENGINE
+    chosen = backend(engine)
+    priority = bool(replicas) and all(chosen.priority_scheduling(r.engine_args) for r in replicas)
+    low_first = all(chosen.low_values_first(r.engine_args) for r in replicas)
 
     def fields(is_owner: bool) -> dict[str, Any]:
         # the priority only where every replica schedules by it: vLLM rejects one it cannot honour
@@ -175,6 +171,40 @@ def check_trusted_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> 
 def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: list[str]) -> list[str]:
     rule = policies.sovereignty.get(data_class)
     return [s for s in sites if not rule_refusals(data_class, rule, s, site.config.sites[s])]
+
+
+def gateway_for(
+    site_repo: Path,
+    plan_file: Path | None,
+    site_name: str | None,
+    *,
+    endpoints: dict[tuple[str, str | None], str] | None = None,
+    externals: dict[str, str] | None = None,
+    local: bool = False,
+) -> GatewayFiles:
+    """`fabric gateway config` and `run`: the trusted site (PolicyRefusal when a signature fails), its
+    plan (`plan_file`, else planned now), the endpoints checked against it, and the gateway built."""
+    site = load_trusted_site(site_repo)
+    if plan_file is not None:
+        plan = load_plan(plan_file)
+    else:
+        from llm_fabric.plan.planning import plan_site  # the solver loads only when a plan is made
+
+        plan = plan_site(site)
+    unknown = sorted({d for d, _ in (endpoints or {})} - set(plan.deployments))
+    if unknown:
+        raise UsageError(
+            f"--endpoint names deployment(s) the plan does not have: {', '.join(unknown)}",
+            hint=f"planned: {', '.join(sorted(plan.deployments))}",
+        )
+    return build_gateway(
+        site,
+        plan.require_complete(),
+        site_id=gateway_site(site, site_name),
+        endpoints=endpoints,
+        externals=externals,
+        local=local,
+    )
 
 
 def build_gateway(

@@ -34,6 +34,7 @@ import yaml
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.deploy.resources.gateway import NAME as GATEWAY_SERVICE
+from llm_fabric.engine.backends import backend
 from llm_fabric.engine.local.traffic import lognormal_lengths
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
@@ -107,10 +108,7 @@ def _lognormal(p50: int, p95: int, maximum: int) -> Distribution:
 
 
 def _model_path(replica: ReplicaPlacement) -> str:
-    args = replica.engine_args
-    if replica.engine == "sglang":
-        return args[args.index("--model-path") + 1]
-    return args[0]  # `vllm serve MODEL ...`: the model first
+    return backend(replica.engine).model(replica.engine_args)
 
 
 def _served_name(replica: ReplicaPlacement) -> str:

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.engine.capacity.parallelism import Layout
+from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.policies.violations import Violation
 
@@ -43,7 +44,7 @@ class ReplicaPlacement(FabricModel):
         description="a multi-node replica's other nodes (node is its leader); each gives all its GPUs",
     )
     quantization: str
-    engine: Literal["vllm", "sglang"] = Field("vllm", description="the serving engine (the deployment's or recipe's)")
+    engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine (the deployment's or recipe's)")
     engine_args: list[str] = Field(
         description="the engine's arguments: after `vllm serve` (model first) or `python3 -m sglang.launch_server`"
     )

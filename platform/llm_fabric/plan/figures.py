@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.backends import command_for, deployment_engine
+from llm_fabric.engine.backends import backend, command_for, deployment_engine
 from llm_fabric.engine.capacity.model import CapacityEstimate
 from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.command import ServingArgs
-from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import (
     DeploymentCapacity,
@@ -38,7 +38,7 @@ def engine_for(
     *,
     priority: bool,
     node_rank: int = 0,
-    engine: EngineName = "vllm",
+    engine: EngineName = DEFAULT_ENGINE,
 ) -> tuple[list[str], dict[str, str]]:
     serving = ServingArgs(
         recipe,
@@ -65,8 +65,8 @@ def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quan
     parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
     parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
     engine = reps[0].engine if reps else deployment_engine(dep, recipe)
-    tools, reasoning = recipe.parsers(engine)
-    if engine != "vllm":
+    tools, reasoning = backend(engine).parsers(recipe)
+    if engine != DEFAULT_ENGINE:
         parts.append(engine)
     if tools:
         parts.append(f"tools {tools}")

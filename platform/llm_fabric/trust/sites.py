@@ -61,7 +61,7 @@ def untrusted_nodes(site: SiteRepo, keys: Keys | None = None) -> list[Problem]:
         problem = verify_manifest(node, trusted)
         if problem is not None:
             loc = ("signature",) if node.signature is not None else ("name",)
-            out.append(site.problem(path, loc, f"node `{name}`: {problem}", _sign_hint(site, name, trusted)))
+            out.append(site.problem(path, loc, f"node `{name}`: {problem}", signature_hint(site.root, node, trusted)))
         for identity in node.gpus.identity_problems():
             out.append(
                 site.problem(
@@ -81,13 +81,13 @@ def untrusted_nodes(site: SiteRepo, keys: Keys | None = None) -> list[Problem]:
     return out
 
 
-def _sign_hint(site: SiteRepo, name: str, keys: Keys) -> str:
+def signature_hint(root: Path, node: NodeManifest, keys: Keys) -> str:
+    """What to do about NODE's failing signature under `keys` (`fabric validate`, `fabric nodes verify`)."""
     if not keys:
         return "no trusted keys/*.pub: run `fabric keys init --site-repo DIR`, then sign the nodes"
-    node = site.nodes[name]
     if node.signature is not None and node.signature.key_id in keys:  # a trusted key signed other content
-        return edited_hint(site.root, node)
-    return signature_fix_hint(site.root, node)
+        return edited_hint(root, node)
+    return signature_fix_hint(root, node)
 
 
 def edited_hint(root: Path, node: NodeManifest) -> str:

@@ -215,14 +215,10 @@ def engine_arguments(replica: ReplicaPlacement) -> list[str]:
 
 def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOptions) -> dict[str, Any]:
     resource = L.GPU_RESOURCE[node.gpus.vendor]
-    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env
-    if replica.engine == "vllm":
-        env["VLLM_NO_USAGE_STATS"] = "1"
-    amd = node.gpus.vendor == "amd"
-    if replica.engine == "sglang":
-        image = options.sglang_image_rocm if amd else options.sglang_image
-    else:
-        image = options.engine_image_rocm if amd else options.engine_image
+    engine = backend(replica.engine)
+    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env | dict(engine.container_env)
+    nvidia_image, amd_image = engine.image_options
+    image = str(getattr(options, amd_image if node.gpus.vendor == "amd" else nvidia_image))
 
     def probe(period: int, failures: int) -> dict[str, Any]:
         return {
@@ -235,7 +231,7 @@ def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOpti
     return {
         "name": replica.engine,
         "image": image,
-        "command": list(backend(replica.engine).launcher),
+        "command": list(engine.launcher),
         "args": engine_arguments(replica),
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],

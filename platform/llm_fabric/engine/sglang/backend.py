@@ -3,25 +3,63 @@ capacity model, the pinned wheel's parser as its check."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
 from llm_fabric.engine.command import EngineCommand, ServingArgs
-from llm_fabric.engine.recipes import EngineName
+from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.sglang.capacity import sglang_estimate
-from llm_fabric.engine.sglang.command import LAUNCHER, SGLANG_VERSION, sglang_command
+from llm_fabric.engine.sglang.command import KV_CACHE_DTYPES, LAUNCHER, SGLANG_VERSION, sglang_command
+from llm_fabric.engine.sglang.requests import loop_guard_fields
 
 
 @dataclass(frozen=True)
 class SglangBackend:
     name: EngineName = "sglang"
-    version: str | None = SGLANG_VERSION
+    version: str = SGLANG_VERSION
     launcher: tuple[str, ...] = LAUNCHER
     model_positional: bool = False  # --model-path
     attention_dp: bool = True
+    image_options: tuple[str, str] = ("sglang_image", "sglang_image_rocm")
+    container_env: Mapping[str, str] = field(default_factory=dict)
 
     def command(self, serving: ServingArgs) -> EngineCommand:
         return sglang_command(serving)
+
+    def model(self, args: Sequence[str]) -> str:
+        return args[list(args).index("--model-path") + 1]
+
+    def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
+        """The recipe's `sglang:` section names them (SGLang's parser names differ from vLLM's)."""
+        if recipe.sglang is None:
+            return recipe.tool_call_parser, recipe.reasoning_parser
+        return recipe.sglang.tool_call_parser, recipe.sglang.reasoning_parser
+
+    def refusal(self, recipe: Recipe, kv_cache_dtype: str) -> tuple[str, str, str] | None:
+        """SGLang needs the recipe's `sglang:` section and a KV-cache dtype SGLang has."""
+        if recipe.sglang is None:
+            msg = f"recipe `{recipe.id}` has no `sglang:` section: it is not known to run on SGLang"
+            return "engine", msg, "use `engine: vllm`, or add the section (parsers, arguments) to the recipe"
+        if kv_cache_dtype in recipe.kv_cache_dtypes and kv_cache_dtype not in KV_CACHE_DTYPES:
+            usable = [k for k in recipe.kv_cache_dtypes if k in KV_CACHE_DTYPES]
+            return (
+                "kv_cache_dtype",
+                f"SGLang has no KV-cache dtype `{kv_cache_dtype}`",
+                f"use one of {', '.join(usable)}",
+            )
+        return None
+
+    def priority_scheduling(self, args: Sequence[str]) -> bool:
+        return "--enable-priority-scheduling" in args
+
+    def low_values_first(self, args: Sequence[str]) -> bool:
+        # SGLang's default serves higher values first; the fabric starts it with this flag
+        return "--schedule-low-priority-values-first" in args
+
+    def loop_guard_fields(self, *, enabled: bool) -> dict[str, Any]:
+        return loop_guard_fields(enabled=enabled)
 
     def capacity(self, query: CapacityQuery) -> CapacityReport:
         """SGLang's figures; the traffic shape, layout choice and latency target are vLLM's model's only."""

@@ -31,7 +31,13 @@ import math
 from llm_fabric.engine.capacity.model import RUNTIME_RESERVE_GB_PER_GPU, default_max_num_seqs
 from llm_fabric.engine.capacity.model_shape import GB
 from llm_fabric.engine.capacity.parallelism import tp_layout
-from llm_fabric.engine.command import EngineCommand, ServingArgs, checked, generation_override
+from llm_fabric.engine.command import (
+    POOL_PRIORITY,
+    EngineCommand,
+    ServingArgs,
+    checked,
+    generation_override,
+)
 from llm_fabric.engine.loop_guard_config import loop_guard_settings
 from llm_fabric.engine.recipes import Recipe, SglangSettings
 from llm_fabric.errors import UsageError
@@ -48,11 +54,6 @@ KV_CACHE_DTYPES: dict[str, str | None] = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
-# priorities the fabric sends, lower first (vLLM's polarity; SGLang runs with --schedule-low-priority-values-first).
-# SGLang preempts a running request only for a newcomer at least --priority-scheduling-preemption-threshold
-# (default 10) more urgent: owner and pool are exactly that far apart.
-OWNER_PRIORITY = 0
-POOL_PRIORITY = 10
 
 
 def sglang_settings(recipe: Recipe) -> SglangSettings:

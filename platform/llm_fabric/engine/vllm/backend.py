@@ -2,25 +2,48 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
 from llm_fabric.engine.capacity.model import estimate
 from llm_fabric.engine.command import EngineCommand, ServingArgs
-from llm_fabric.engine.recipes import EngineName
-from llm_fabric.engine.vllm.command import LAUNCHER, engine_command
+from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.vllm.command import LAUNCHER, VLLM_VERSION, engine_command
 
 
 @dataclass(frozen=True)
 class VllmBackend:
     name: EngineName = "vllm"
-    version: str | None = None  # the installed vLLM's (the engine venv's)
+    version: str = VLLM_VERSION  # the check runs the installed vLLM, which the `engine-cpu` extra pins to it
     launcher: tuple[str, ...] = LAUNCHER
     model_positional: bool = True
     attention_dp: bool = False  # vLLM's DP attention is a layout (--parallelism dp-ep)
+    image_options: tuple[str, str] = ("engine_image", "engine_image_rocm")
+    container_env: Mapping[str, str] = field(default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1"})
 
     def command(self, serving: ServingArgs) -> EngineCommand:
         return engine_command(serving)
+
+    def model(self, args: Sequence[str]) -> str:
+        return args[0]  # `vllm serve MODEL ...`: the model first
+
+    def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
+        return recipe.tool_call_parser, recipe.reasoning_parser
+
+    def refusal(self, recipe: Recipe, kv_cache_dtype: str) -> tuple[str, str, str] | None:
+        return None  # the recipe's own checks are vLLM's
+
+    def priority_scheduling(self, args: Sequence[str]) -> bool:
+        return "--scheduling-policy" in args and args[list(args).index("--scheduling-policy") + 1] == "priority"
+
+    def low_values_first(self, args: Sequence[str]) -> bool:
+        return True
+
+    def loop_guard_fields(self, *, enabled: bool) -> dict[str, Any]:
+        # loaded for every request at start-up (--logits-processors): only switching it off is sent
+        return {} if enabled else {"vllm_xargs": {"loop_guard": False}}
 
     def capacity(self, query: CapacityQuery) -> CapacityReport:
         return CapacityReport(

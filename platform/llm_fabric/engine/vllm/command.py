@@ -24,6 +24,9 @@ from llm_fabric.engine.recipes import Recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 
+# The vLLM release the recipes' engine args are checked against (the `engine-cpu` extra pins the same)
+# and the fabric's vLLM image is built from.
+VLLM_VERSION = "0.32.0"
 LAUNCHER = ("vllm", "serve")
 
 
