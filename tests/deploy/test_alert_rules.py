@@ -30,6 +30,7 @@ REPLICA_LABELS = {
     "node": "dgx-b300-01",
 }
 DEPLOYMENT_LABELS = {"deployment": "glm-5-1", "owner": "cerit-sc", "site": "brno"}
+CATALOG = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 # a dcgm-exporter series as the ServiceMonitor leaves it: the exporter's labels plus `node`
 GPU = 'gpu="3", UUID="GPU-30130bfd", Hostname="dgx-b300-01", node="dgx-b300-01"'
 GPU_LABELS = {"gpu": "3", "UUID": "GPU-30130bfd", "Hostname": "dgx-b300-01", "node": "dgx-b300-01"}
@@ -160,7 +161,7 @@ CASES: dict[str, tuple[list[dict[str, str]], str, dict[str, Any]]] = {
             GPU_LABELS,
             "warning",
             "GPU 3 (GPU-30130bfd) on dgx-b300-01 reported Xid 154, which enrollment/xid-classes.yaml does not classify",
-            "look it up in https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html and add it to the table",
+            f"look it up in {CATALOG} and add it to the table",
         ),
     ),
 }
@@ -347,9 +348,7 @@ def test_each_xid_fires_its_class_alone_and_an_application_xid_pages_nobody(rule
         firing = XID_ALERT_OF[entry.kind]
         _, severity, action = XID_ALERTS[entry.kind]
         summary = f"GPU 3 (GPU-30130bfd) on dgx-b300-01 reported {entry.kind} Xid {entry.xid}"
-        expected = _alert(
-            firing, GPU_LABELS, severity, summary, action.replace("{{ $labels.node }}", "dgx-b300-01")
-        )
+        expected = _alert(firing, GPU_LABELS, severity, summary, action.replace("{{ $labels.node }}", "dgx-b300-01"))
         checks: list[dict[str, Any]] = [{"eval_time": "5m", **expected}]
         checks += [{"eval_time": "5m", "alertname": a, "exp_alerts": []} for a in xid_alerts if a != firing]
         series = [{"series": f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}", "values": f"0 0 {entry.xid}x10"}]
@@ -378,4 +377,4 @@ def test_the_rules_name_exactly_the_xids_of_the_table() -> None:
     # the examples, in the classes NVIDIA's catalog gives them
     assert {48, 74, 79, 94, 95, 119, 120} <= set(table.of_kind("node-fatal"))
     assert {13, 31, 43} <= set(table.of_kind("application"))
-    assert table.source == "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+    assert table.source == CATALOG
