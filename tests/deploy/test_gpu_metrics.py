@@ -153,3 +153,17 @@ def test_render_check_validates_the_exporter_objects(
         "service-llm-fabric-dcgm-exporter.yaml",
         "servicemonitor-llm-fabric-dcgm-exporter.yaml",
     ]
+
+
+def test_the_exporter_tolerates_the_taints_of_the_sites_nvidia_nodes(reference_inputs: StackInputs) -> None:
+    nodes = reference_inputs.site.nodes
+    nodes["hgx-h200-ceitec"] = nodes["hgx-h200-ceitec"].model_copy(
+        update={"taints": ["fabric.llm/dedicated=ceitec:NoSchedule"]}
+    )
+    nodes["hgx-h100-tuwien"] = nodes["hgx-h100-tuwien"].model_copy(update={"taints": ["vienna-only:NoExecute"]})
+    pod = _by_kind(reference_inputs)["DaemonSet"]["spec"]["template"]["spec"]
+    # brno's taint is tolerated; Vienna's node is another site's exporter
+    assert pod["tolerations"] == [
+        {"key": "fabric.llm/dedicated", "operator": "Equal", "value": "ceitec", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
