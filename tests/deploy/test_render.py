@@ -53,7 +53,15 @@ def test_every_custom_resource_passes_its_crd_schema(reference_inputs: StackInpu
     render_stacks(reference_inputs, tmp_path)
     custom = [d for d in _documents(tmp_path) if not is_core(d)]
     kinds = {d["kind"] for d in custom}
-    assert kinds == {"ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue", "PrometheusRule", "PodMonitor"}
+    assert kinds == {
+        "ResourceFlavor",
+        "Cohort",
+        "ClusterQueue",
+        "LocalQueue",
+        "PrometheusRule",
+        "PodMonitor",
+        "ServiceMonitor",
+    }
     for doc in custom:
         assert known(doc), f"no CRD for {doc['apiVersion']} {doc['kind']}"
         validate_custom(doc)

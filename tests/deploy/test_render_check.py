@@ -53,10 +53,11 @@ def test_cli_check_passes_the_reference_site(
     args = ["render", "--site", "brno", str(site_repo), "--out", str(out), "--plan", str(_plan(tmp_path)), "--check"]
     assert main([*args, "--crds", str(crds), "--json"]) == 0
     check = json.loads(capsys.readouterr().out)["check"]
-    # with the tenant gateway brno runs: ConfigMap, Deployment, Service, NetworkPolicy, records claim, PodMonitor, rules
-    assert check == {"kubernetes_version": "1.33", "core": 24, "custom": 20, "custom_unchecked": 0, "crds": str(crds)}
+    # the tenant gateway: ConfigMap, Deployment, Service, NetworkPolicy, records claim, PodMonitor, rules,
+    # and dcgm-exporter (collectors ConfigMap, DaemonSet, Service, ServiceMonitor)
+    assert check == {"kubernetes_version": "1.33", "core": 27, "custom": 21, "custom_unchecked": 0, "crds": str(crds)}
     assert main(args) == 0  # without --crds: custom resources are counted, not checked
-    assert "20 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
+    assert "21 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
 
 
 def test_cli_check_names_the_file_line_and_field(

@@ -56,5 +56,5 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
         # the namespace comes first; the LocalQueues live in it and the workloads name them
         return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + gateway
     if stack == "observability":
-        return build_observability(inputs.namespace, inputs.options)
+        return build_observability(inputs.site, inputs.site_id, inputs.namespace, inputs.options)
     raise UsageError(f"unknown stack `{stack}`", hint=f"one of {', '.join(STACK_ORDER)}")

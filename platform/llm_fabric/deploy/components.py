@@ -27,6 +27,7 @@ TYPED: dict[tuple[str, str], Any] = {
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
+    ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
 }

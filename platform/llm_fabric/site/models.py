@@ -80,6 +80,14 @@ class Cluster(FabricModel):
     name: str = Field(description="kubeconfig context of the site's cluster")
     namespace: Name = "llm-fabric"
     kubernetes_version: str = "1.33"
+    dcgm_exporter: Literal["fabric", "gpu-operator"] = Field(
+        "fabric",
+        description="who runs NVIDIA's dcgm-exporter on the GPU nodes: the fabric's observability stack, "
+        "or the GPU Operator already (then the fabric renders only the ServiceMonitor that scrapes it)",
+    )
+    gpu_operator_namespace: Name = Field(
+        "gpu-operator", description="namespace of the GPU Operator, whose dcgm-exporter Service is scraped"
+    )
 
 
 class SiteSpec(FabricModel):

@@ -9,8 +9,16 @@ aggregate them into one `fabric:*` series, so alerts, the dashboard and the ledg
 whichever engine serves a deployment. SGLang's cached prompt tokens over its prompt tokens is the
 prefix-cache hit ratio (vLLM counts hits and queries in tokens too). SGLang counts aborted requests
 in `sglang:num_requests_total`: succeeded requests are that minus `sglang:num_aborted_requests_total`.
-GPU faults are DCGM's (`DCGM_FI_DEV_XID_ERRORS`). The PodMonitor of the serving stack relabels
-every engine series with `deployment`, `replica`, `owner`, `site` and `node`.
+The PodMonitor of the serving stack relabels every engine series with `deployment`, `replica`,
+`owner`, `site` and `node`.
+
+GPU faults are DCGM's: `DCGM_FI_DEV_XID_ERRORS` (from the dcgm-exporter of `gpu_metrics`, relabelled
+with `node`) is a gauge holding the last Xid a GPU reported, so there is one alert per Xid class of
+`enrollment/xid-classes.yaml`, selecting its Xids by value. A node-fatal Xid pages critical (the GPU
+or node must be taken out); a replica-fatal one warns (restart the replica); an application Xid is
+an `info` alert: counted and shown, and Alertmanager routes `severity="info"` to no receiver
+(kube-prometheus-stack's default `null` route), so it pages nobody. An Xid the table does not list
+warns with its value, so that a new Xid gets sorted into the table instead of going unseen.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from typing import Any
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.resources.gpu_metrics import build_gpu_metrics
+from llm_fabric.hardware.xids import XidKind, XidTable, load_xid_table
+from llm_fabric.trust.sites import TrustedSite
 
 BY_DEPLOYMENT = "deployment, owner, site"
 BY_REPLICA = "deployment, replica, owner, site, node"
@@ -124,15 +135,52 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             "{{ $labels.deployment }}/{{ $labels.replica }} keeps preempting requests",
             "KV memory runs out: preempted requests redo their whole prefill",
         ),
-        _alert(
-            "FabricGpuXidError",
-            "DCGM_FI_DEV_XID_ERRORS > 0",
-            "0m",
-            "critical",
-            "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported Xid {{ $value }}",
-            "drain the node: ansible-playbook playbooks/drain.yml -e fabric_drain_node={{ $labels.Hostname }}",
-        ),
+        *xid_alerts(load_xid_table()),
     ]
+
+
+XID = "DCGM_FI_DEV_XID_ERRORS"
+_ON_GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.node }}"
+# Xid class -> (alert, severity, what to do next)
+XID_ALERTS: dict[XidKind, tuple[str, str, str]] = {
+    "node-fatal": (
+        "FabricGpuXidNodeFatal",
+        "critical",
+        "take the node out: ansible-playbook playbooks/drain.yml -e fabric_drain_node={{ $labels.node }}",
+    ),
+    "replica-fatal": (
+        "FabricGpuXidReplicaFatal",
+        "warning",
+        "restart the engine on that GPU: kubectl delete pod -l app.kubernetes.io/component=engine "
+        "--field-selector spec.nodeName={{ $labels.node }}",
+    ),
+    "application": (
+        "FabricGpuXidApplication",
+        "info",
+        "the workload's own fault: counted, pages nobody; read the engine's log if it recurs",
+    ),
+}
+XID_UNCLASSIFIED = "FabricGpuXidUnclassified"
+
+
+def xid_alerts(table: XidTable) -> list[dict[str, Any]]:
+    """One alert per Xid class of the table, then one for the Xids it does not name."""
+    rules = []
+    for kind, (name, severity, action) in XID_ALERTS.items():
+        expr = " or ".join(f"{XID} == {x}" for x in table.of_kind(kind))
+        rules.append(_alert(name, expr, "0m", severity, f"{_ON_GPU} reported {kind} Xid {{{{ $value }}}}", action))
+    unlisted = "".join(f" != {x}" for x in sorted(x.xid for x in table.xids))
+    rules.append(
+        _alert(
+            XID_UNCLASSIFIED,
+            f"{XID} > 0{unlisted}",
+            "0m",
+            "warning",
+            f"{_ON_GPU} reported Xid {{{{ $value }}}}, which enrollment/xid-classes.yaml does not classify",
+            f"look it up in {table.source} and add it to the table",
+        )
+    )
+    return rules
 
 
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str, action: str) -> dict[str, Any]:
@@ -154,7 +202,7 @@ def rule_groups(options: StackOptions) -> list[dict[str, Any]]:
     ]
 
 
-def build_observability(namespace: str, options: StackOptions) -> list[Bundle]:
+def build_observability(site: TrustedSite, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
     labels = L.common_labels("observability", "llm-fabric")
     rule: Manifest = {
         "apiVersion": "monitoring.coreos.com/v1",
@@ -173,7 +221,9 @@ def build_observability(namespace: str, options: StackOptions) -> list[Bundle]:
         },
         "data": {"llm-fabric.json": json.dumps(dashboard_json(), indent=1, sort_keys=True)},
     }
-    return [Bundle("alert-rules", "llm-fabric", [rule]), Bundle("dashboard", "llm-fabric", [dashboard])]
+    bundles = [Bundle("alert-rules", "llm-fabric", [rule]), Bundle("dashboard", "llm-fabric", [dashboard])]
+    exporter = build_gpu_metrics(site, site_id, namespace)
+    return bundles + ([Bundle("gpu-metrics", "dcgm-exporter", exporter)] if exporter else [])
 
 
 _PANELS = [
@@ -185,13 +235,23 @@ _PANELS = [
     ("KV cache usage (max per replica)", "fabric:kv_cache_usage:max", "percentunit"),
     ("Preemptions / 10m (SGLang: retractions)", "fabric:preemptions:increase10m", "short"),
     ("Time to first token p95 (s)", "fabric:time_to_first_token_seconds:p95_5m", "s"),
-    ("GPU Xid errors", "DCGM_FI_DEV_XID_ERRORS", "short"),
+]
+# dcgm-exporter's series (gpu_metrics.COLLECTED), one line per GPU
+_GPU_PANELS = [
+    ("GPU Xid (last reported, by GPU)", "DCGM_FI_DEV_XID_ERRORS", "short"),
+    ("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL", "percent"),
+    ("GPU memory used (MiB)", "DCGM_FI_DEV_FB_USED", "decmbytes"),
+    ("GPU power (W)", "DCGM_FI_DEV_POWER_USAGE", "watt"),
+    ("GPU temperature", "DCGM_FI_DEV_GPU_TEMP", "celsius"),
+    ("GPU uncorrectable ECC errors / 1h", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h])", "short"),
 ]
 
 
 def dashboard_json() -> dict[str, Any]:
     panels = []
-    for i, (title, expr, unit) in enumerate(_PANELS):
+    by_replica, by_gpu = "{{deployment}} {{replica}}", "{{node}} GPU {{gpu}}"
+    rows = [(*p, by_replica) for p in _PANELS] + [(*p, by_gpu) for p in _GPU_PANELS]
+    for i, (title, expr, unit, legend) in enumerate(rows):
         panels.append(
             {
                 "id": i + 1,
@@ -200,7 +260,7 @@ def dashboard_json() -> dict[str, Any]:
                 "datasource": {"type": "prometheus", "uid": "${datasource}"},
                 "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
                 "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-                "targets": [{"refId": "A", "expr": expr, "legendFormat": "{{deployment}} {{replica}}"}],
+                "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
             }
         )
     return {
