@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llm_fabric.engine.backend import EngineBackend
 from llm_fabric.engine.command import EngineCommand, ServingArgs
+from llm_fabric.engine.fingerprint import ConfigFingerprint, fingerprint, fingerprint_fields
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.sglang.backend import SGLANG
 from llm_fabric.engine.vllm.backend import VLLM
@@ -34,3 +35,8 @@ def deployment_engine(dep: Deployment, recipe: Recipe, site_default: EngineName 
 def command_for(engine: EngineName, serving: ServingArgs) -> EngineCommand:
     """The command of `engine` for one replica."""
     return backend(engine).command(serving)
+
+
+def fingerprint_for(engine: EngineName, serving: ServingArgs) -> ConfigFingerprint:
+    """The configuration fingerprint of `engine`'s replica (`engine.fingerprint`), at the backend's release."""
+    return fingerprint(fingerprint_fields(engine, serving, backend(engine).version))

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.engine.capacity.parallelism import Layout
+from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.policies.violations import Violation
 
@@ -51,6 +52,10 @@ class ReplicaPlacement(FabricModel):
         default_factory=list, description="a multi-node replica's arguments on its second node (node rank 1)"
     )
     engine_env: dict[str, str] = Field(default_factory=dict)
+    config_fingerprint: ConfigFingerprint | None = Field(
+        None,
+        description="what can change an answer (engine.fingerprint); None: a plan written before fingerprints",
+    )
     dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
     data_classes: list[str]
 
