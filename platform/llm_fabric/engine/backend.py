@@ -16,6 +16,7 @@ from llm_fabric.engine.argcheck import ArgVerdict
 from llm_fabric.engine.capacity.model import CapacityEstimate, LatencyTarget
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.reported import Reported
 from llm_fabric.hardware.catalog import GpuSpec
 
 
@@ -89,3 +90,9 @@ class EngineBackend(Protocol):
     def capacity(self, query: CapacityQuery) -> CapacityReport: ...
 
     def check_args(self) -> ArgsCheck: ...
+
+    def planned_config(self, args: list[str]) -> Reported:
+        """The fields the engine reports (`reported_config`), as the plan's arguments for it set them."""
+
+    def reported_config(self, base_url: str, timeout: float) -> Reported:
+        """What the running engine at `base_url` reports (`engine.reported`); EngineUnreachable when it cannot."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+
 from pydantic import model_validator
 
 from llm_fabric.basemodel import FabricModel
@@ -83,6 +84,13 @@ class ConfigFingerprint(FabricModel):
         """The fields whose values differ, by name (empty: the same configuration)."""
         mine, theirs = self.fields.model_dump(), other.fields.model_dump()
         return sorted(name for name in mine if mine[name] != theirs[name])
+
+    def describe_differences(self, other: ConfigFingerprint) -> str:
+        """`field (this vs other), ...`: what a refusal names."""
+        mine, theirs = self.fields.model_dump(mode="json"), other.fields.model_dump(mode="json")
+        return ", ".join(
+            f"{name} ({json.dumps(mine[name])} vs {json.dumps(theirs[name])})" for name in self.differences(other)
+        )
 
 
 def _flag(args: list[str], name: str) -> str | None:

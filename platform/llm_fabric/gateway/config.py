@@ -196,10 +196,7 @@ def check_one_fingerprint(plan: Plan) -> None:
             if first.config_fingerprint is None or other.config_fingerprint is None:
                 fields = "one of them has no fingerprint (a plan written before fingerprints)"
             else:
-                fields = "fields " + ", ".join(
-                    f"{f} ({getattr(first.config_fingerprint.fields, f)!r} vs {getattr(other.config_fingerprint.fields, f)!r})"
-                    for f in first.config_fingerprint.differences(other.config_fingerprint)
-                )
+                fields = first.config_fingerprint.describe_differences(other.config_fingerprint)
             indices = ", ".join(f"{name}/{m.index}" for m in members)
             problems.append(
                 Problem(

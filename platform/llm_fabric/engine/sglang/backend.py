@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName
+from llm_fabric.engine.reported import Reported
+from llm_fabric.engine.sglang import live
 from llm_fabric.engine.sglang.capacity import sglang_estimate
 from llm_fabric.engine.sglang.command import LAUNCHER, SGLANG_VERSION, sglang_command
 
@@ -51,6 +53,12 @@ class SglangBackend:
 
         cases, refused = sglang_cases()
         return ArgsCheck(check_with_sglang(cases), refused, f"SGLang {SGLANG_VERSION}'s parser")
+
+    def planned_config(self, args: list[str]) -> Reported:
+        return live.planned_config(args)
+
+    def reported_config(self, base_url: str, timeout: float) -> Reported:
+        return live.reported_config(base_url, timeout)
 
 
 SGLANG = SglangBackend()

@@ -8,6 +8,8 @@ from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
 from llm_fabric.engine.capacity.model import estimate
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName
+from llm_fabric.engine.reported import Reported
+from llm_fabric.engine.vllm import live
 from llm_fabric.engine.vllm.command import LAUNCHER, engine_command
 
 
@@ -48,6 +50,12 @@ class VllmBackend:
 
         cases, refused = recipe_cases()
         return ArgsCheck(check_with_vllm(cases), refused, "vLLM's parser")
+
+    def planned_config(self, args: list[str]) -> Reported:
+        return live.planned_config(args)
+
+    def reported_config(self, base_url: str, timeout: float) -> Reported:
+        return live.reported_config(base_url, timeout)
 
 
 VLLM = VllmBackend()
