@@ -44,7 +44,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-
 QUEUE_FULL = "The request queue is full."
 PREEMPTED = "The request is aborted by a higher priority request."
 NO_CUSTOM_PROCESSOR = (
