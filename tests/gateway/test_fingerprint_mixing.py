@@ -46,3 +46,22 @@ def test_a_plan_mixing_two_configurations_under_one_model_name_is_refused_with_t
     assert "differently configured replicas behind one model name" in err
     assert "deployment `gpt-oss-120b`: replica gpt-oss-120b/0 and replica(s) gpt-oss-120b/1" in err
     assert "max_model_len (131072 vs 65536)" in err
+    kept = next(r for r in planned["replicas"] if (r["deployment"], r["index"]) == ("gpt-oss-120b", 0))
+    short = f"(fingerprint {kept['config_fingerprint']['sha256'][:12]} vs {moved['config_fingerprint']['sha256'][:12]})"
+    assert short in err
+
+
+def test_a_replica_without_a_fingerprint_beside_one_with_is_refused_too(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    planned = _plan(site_repo, tmp_path / "plan.json", capsys)
+    for replica in planned["replicas"]:
+        if (replica["deployment"], replica["index"]) == ("gpt-oss-120b", 1):
+            del replica["config_fingerprint"]  # as a plan from before fingerprints wrote it
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(json.dumps(planned))
+    gateway = ["gateway", "config", "-C", str(site_repo), "--site", "brno", "--out", str(tmp_path / "gw")]
+    assert main([*gateway, "--plan", str(mixed)]) == 3
+    err = capsys.readouterr().err
+    assert "replica gpt-oss-120b/0 and replica(s) gpt-oss-120b/1 are configured differently" in err
+    assert "one of them has no fingerprint (a plan written before fingerprints)" in err

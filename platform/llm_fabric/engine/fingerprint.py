@@ -36,6 +36,7 @@ from pydantic import model_validator
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.engine.command import ServingArgs, checked, generation_override
 from llm_fabric.engine.recipes import EngineName
+from llm_fabric.engine.reported import flag
 
 SHORT = 12  # hex digits shown for a fingerprint
 
@@ -93,15 +94,6 @@ class ConfigFingerprint(FabricModel):
         )
 
 
-def _flag(args: list[str], name: str) -> str | None:
-    for index, arg in enumerate(args):
-        if arg == name and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def fingerprint_fields(engine: EngineName, serving: ServingArgs, version: str | None) -> FingerprintFields:
     """The fields of the replica `serving` describes, on `engine` at release `version`."""
     recipe = serving.recipe
@@ -130,7 +122,7 @@ def fingerprint_fields(engine: EngineName, serving: ServingArgs, version: str | 
         engine=engine,
         engine_version=version,
         checkpoint=recipe.quantizations[quant].checkpoint,  # type: ignore[index]
-        revision=_flag(extra, "--revision"),
+        revision=flag(extra, "--revision"),
         quantization=quant,
         kv_cache_dtype=kv,
         max_model_len=length,

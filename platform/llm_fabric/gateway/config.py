@@ -196,13 +196,15 @@ def check_one_fingerprint(plan: Plan) -> None:
             if first.config_fingerprint is None or other.config_fingerprint is None:
                 fields = "one of them has no fingerprint (a plan written before fingerprints)"
             else:
-                fields = first.config_fingerprint.describe_differences(other.config_fingerprint)
+                fields = (
+                    f"{first.config_fingerprint.describe_differences(other.config_fingerprint)} "
+                    f"(fingerprint {first.config_fingerprint.short} vs {other.config_fingerprint.short})"
+                )
             indices = ", ".join(f"{name}/{m.index}" for m in members)
             problems.append(
                 Problem(
                     f"deployment `{name}`: replica {name}/{first.index} and replica(s) {indices} are configured "
                     f"differently: {fields}",
-                    field=f"deployments/{name}",
                     hint=f"re-plan (`fabric plan -o FILE`) so every replica of `{name}` is served alike",
                 )
             )
