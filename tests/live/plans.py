@@ -36,3 +36,10 @@ def promtool_lint(text: str) -> str:
     return (
         f"{done.returncode} {done.stdout}{done.stderr}".strip() if done.returncode or done.stdout or done.stderr else ""
     )
+
+
+def drift_sample(field: str, value: int) -> str:
+    """The exposition line of `fabric_replica_config_drift` for qwen3-5's replica 0 and `field`."""
+    return (
+        f'fabric_replica_config_drift{{deployment="{DEPLOYMENT}",field="{field}",replica="{DEPLOYMENT}-0"}} {value:.1f}'
+    )

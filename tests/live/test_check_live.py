@@ -18,7 +18,7 @@ from llm_fabric.cli.main import main
 from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.engine import START_TIMEOUT
-from tests.live.plans import DEPLOYMENT, plan_of, planned_site, promtool_lint
+from tests.live.plans import DEPLOYMENT, drift_sample, plan_of, planned_site, promtool_lint
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -86,10 +86,7 @@ def test_a_matching_plan_reports_no_drift(live: Live, tmp_path: Path, capsys: py
     assert "not asked (no --endpoint): deepseek-v3-2/0," in out
     text = metrics.read_text()
     for field in ("checkpoint", "kv_cache_dtype", "max_model_len", "served_model_name", "reachable"):
-        assert (
-            f'fabric_replica_config_drift{{deployment="{DEPLOYMENT}",field="{field}",replica="{DEPLOYMENT}-0"}} 0.0'
-            in text
-        )
+        assert drift_sample(field, 0) in text
     assert promtool_lint(text) == ""
 
 
@@ -116,11 +113,5 @@ def test_a_plan_with_another_context_length_names_max_model_len(
     assert f"  max_model_len: planned {2 * ENGINE_CONTEXT}, engine reports {ENGINE_CONTEXT}" in captured.out
     assert f"1 replica(s) do not run what the plan says: {DEPLOYMENT}/0" in captured.err
     text = metrics.read_text()
-    assert (
-        f'fabric_replica_config_drift{{deployment="{DEPLOYMENT}",field="max_model_len",replica="{DEPLOYMENT}-0"}} 1.0'
-        in text
-    )
-    assert (
-        f'fabric_replica_config_drift{{deployment="{DEPLOYMENT}",field="checkpoint",replica="{DEPLOYMENT}-0"}} 0.0'
-        in text
-    )
+    assert drift_sample("max_model_len", 1) in text
+    assert drift_sample("checkpoint", 0) in text

@@ -12,7 +12,7 @@ from llm_fabric.cli.main import main
 from llm_fabric.engine.local.sglang_standin import SglangStandin, options_from_args
 from llm_fabric.engine.sglang.command import SGLANG_VERSION
 from llm_fabric.plan.document import load_plan
-from tests.live.plans import DEPLOYMENT, plan_of, planned_site, promtool_lint
+from tests.live.plans import DEPLOYMENT, drift_sample, plan_of, planned_site, promtool_lint
 
 
 @pytest.fixture(scope="module")
@@ -76,14 +76,8 @@ def test_an_sglang_replica_as_planned_and_one_with_another_context_length(
     assert "  max_model_len: planned 32768, engine reports 16384" in captured.out
     assert f"1 replica(s) do not run what the plan says: {DEPLOYMENT}/0" in captured.err
     text = metrics.read_text()
-    assert (
-        f'fabric_replica_config_drift{{deployment="{DEPLOYMENT}",field="max_model_len",replica="{DEPLOYMENT}-0"}} 1.0'
-        in text
-    )
-    assert (
-        f'fabric_replica_config_drift{{deployment="{DEPLOYMENT}",field="kv_cache_dtype",replica="{DEPLOYMENT}-0"}} 0.0'
-        in text
-    )
+    assert drift_sample("max_model_len", 1) in text
+    assert drift_sample("kv_cache_dtype", 0) in text
     assert promtool_lint(text) == ""
 
 
