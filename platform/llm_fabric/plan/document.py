@@ -7,6 +7,10 @@ resource builders (Kubernetes, Pulumi, YAML) read `Plan.replicas` and nothing el
 placement. A plan that misses a target says so in `shortfalls` (in words) and `complete` is False:
 callers that deploy must refuse it (`require_complete()`), never deploy part of it silently. A plan
 made with `--base` carries its `diff` against that revision; readers that deploy ignore it.
+Each replica carries its configuration fingerprint (`engine.fingerprint`: what can change an answer),
+an optional field: a plan written before it loads, renders without the annotation and passes the
+gateway's one-fingerprint-per-model check with nothing to compare; a fingerprint whose sha256 is not
+its fields' digest is refused like any invalid plan.
 """
 
 from __future__ import annotations
