@@ -3,6 +3,7 @@ started with, the plan's own `sglang.launch_server` arguments (SGLang's field na
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def test_an_sglang_replica_as_planned_and_one_with_another_context_length(
     assert drift_sample("max_model_len", 1) in text
     assert drift_sample("kv_cache_dtype", 0) in text
     assert promtool_lint(text) == ""
+
+    assert main([*check, "--endpoint", drifted, "--json"]) == 3
+    found = json.loads(capsys.readouterr().out)
+    assert found["drift"] is True
+    assert found["replicas"][0]["drifts"] == [{"field": "max_model_len", "planned": 32768, "reported": 16384}]
 
 
 def test_an_endpoint_that_is_no_replica_of_the_plan_is_a_usage_error(
