@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
 
-from llm_fabric.deploy.build import StackInputs, build_stack
+from llm_fabric.deploy.build import StackInputs, build_stack, load_inputs
 from llm_fabric.deploy.components import deploy_stack
 from llm_fabric.deploy.manifests import all_objects
+from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.resources.serving import FINGERPRINT_ANNOTATION
+from llm_fabric.init import init_site
+from llm_fabric.plan.planning import plan_site
+from llm_fabric.trust.sites import load_trusted_site
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -151,3 +157,18 @@ def test_policy_without_lending_or_borrowing_sets_zero_limits(edited_site: Any) 
     queue = kubernetes(run_stack("allocations", inputs))["ClusterQueue/ceitec-structural"]
     limits = queue["spec"]["resourceGroups"][0]["flavors"][2]["resources"][0]
     assert limits == {"name": "nvidia.com/gpu", "nominalQuota": 2, "lendingLimit": 0, "borrowingLimit": 0}
+
+
+def test_serving_stack_annotates_each_replica_with_the_planned_fingerprint(tmp_path: Path) -> None:
+    root = init_site(tmp_path / "site", "cerit-sc").root
+    site = load_trusted_site(root)
+    plan = plan_site(site)  # the planner's own plan: every replica carries its fingerprint
+    inputs = load_inputs(StackOptions(site_repo=root, site="brno"), site=site, plan=plan)
+    resources = kubernetes(run_stack("serving", inputs))
+    brno = [r for r in plan.replicas if r.site == "brno"]
+    assert brno
+    for replica in brno:
+        workload = resources[f"Deployment/{replica.deployment}-{replica.index}"]
+        expected = replica.config_fingerprint.sha256  # type: ignore[union-attr]
+        assert workload["metadata"]["annotations"][FINGERPRINT_ANNOTATION] == expected
+        assert workload["spec"]["template"]["metadata"]["annotations"][FINGERPRINT_ANNOTATION] == expected

@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "tenants": "tenant_commands",
     "gpus": "hardware_commands",
     "models": "engine_commands",
+    "check": "check_commands",
 }
 
 

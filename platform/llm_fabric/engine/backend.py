@@ -20,6 +20,7 @@ from llm_fabric.engine.argcheck import ArgVerdict
 from llm_fabric.engine.capacity.model import CapacityEstimate, LatencyTarget
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.reported import Reported
 from llm_fabric.hardware.catalog import GpuSpec
 
 
@@ -104,6 +105,9 @@ class EngineBackend(Protocol):
     def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
         """(tool-call parser, reasoning parser) of `recipe` in the engine's names."""
 
+    def template_and_args(self, recipe: Recipe) -> tuple[str | None, list[str]]:
+        """(chat template, extra engine arguments) the engine's command takes from `recipe`."""
+
     def refusal(self, recipe: Recipe, kv_cache_dtype: str) -> tuple[str, str, str] | None:
         """Why a deployment of `recipe` cannot run on the engine: (its field, message, hint); None: it can."""
 
@@ -119,3 +123,9 @@ class EngineBackend(Protocol):
     def capacity(self, query: CapacityQuery) -> CapacityReport: ...
 
     def check_args(self) -> ArgsCheck: ...
+
+    def planned_config(self, args: list[str]) -> Reported:
+        """The fields the engine reports (`reported_config`), as the plan's arguments for it set them."""
+
+    def reported_config(self, base_url: str, timeout: float) -> Reported:
+        """What the running engine at `base_url` reports (`engine.reported`); EngineUnreachable when it cannot."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llm_fabric.engine.backend import EngineBackend
 from llm_fabric.engine.command import EngineCommand, ServingArgs
+from llm_fabric.engine.fingerprint import ConfigFingerprint, fingerprint, fingerprint_fields
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.sglang.backend import SGLANG
 from llm_fabric.engine.vllm.backend import VLLM
@@ -34,3 +35,12 @@ def deployment_engine(dep: Deployment, recipe: Recipe, site_default: EngineName 
 def command_for(engine: EngineName, serving: ServingArgs) -> EngineCommand:
     """The command of `engine` for one replica."""
     return backend(engine).command(serving)
+
+
+def fingerprint_for(engine: EngineName, serving: ServingArgs) -> ConfigFingerprint:
+    """The configuration fingerprint of `engine`'s replica (`engine.fingerprint`), at the backend's release."""
+    chosen = backend(engine)
+    fields = fingerprint_fields(
+        engine, serving, chosen.version, chosen.parsers(serving.recipe), chosen.template_and_args(serving.recipe)
+    )
+    return fingerprint(fields)

@@ -168,6 +168,49 @@ def check_trusted_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> 
         )
 
 
+def check_one_fingerprint(plan: Plan) -> None:
+    """Put only replicas with one configuration fingerprint behind one model name (PolicyRefusal otherwise).
+
+    Replicas of one deployment configured differently (another context length, KV dtype, parser...)
+    answer the same request differently with a 200 (seed 002): such a plan is refused, naming the
+    replicas and the differing fields. A plan written before fingerprints carries none: with no
+    fingerprint on any replica of a deployment there is nothing to compare.
+    """
+    problems = []
+    for name in sorted({r.deployment for r in plan.replicas}):
+        replicas = plan.replicas_of(name)
+        groups: dict[str | None, list[ReplicaPlacement]] = {}
+        for r in replicas:
+            groups.setdefault(r.config_fingerprint.sha256 if r.config_fingerprint else None, []).append(r)
+        if len(groups) < 2:
+            continue
+        first = replicas[0]
+        for key, members in groups.items():
+            if key == (first.config_fingerprint.sha256 if first.config_fingerprint else None):
+                continue
+            other = members[0]
+            if first.config_fingerprint is None or other.config_fingerprint is None:
+                fields = "one of them has no fingerprint (a plan written before fingerprints)"
+            else:
+                fields = (
+                    f"{first.config_fingerprint.describe_differences(other.config_fingerprint)} "
+                    f"(fingerprint {first.config_fingerprint.short} vs {other.config_fingerprint.short})"
+                )
+            indices = ", ".join(f"{name}/{m.index}" for m in members)
+            problems.append(
+                Problem(
+                    f"deployment `{name}`: replica {name}/{first.index} and replica(s) {indices} are configured "
+                    f"differently: {fields}",
+                    hint=f"re-plan (`fabric plan -o FILE`) so every replica of `{name}` is served alike",
+                )
+            )
+    if problems:
+        raise PolicyRefusal(
+            f"the gateway would put differently configured replicas behind one model name ({len(problems)})",
+            problems=problems,
+        )
+
+
 def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: list[str]) -> list[str]:
     rule = policies.sovereignty.get(data_class)
     return [s for s in sites if not rule_refusals(data_class, rule, s, site.config.sites[s])]
@@ -259,6 +302,7 @@ def build_gateway(
         )
 
     check_trusted_nodes(site, [r for r in plan.replicas if endpoint(r.deployment, r.site) is not None])
+    check_one_fingerprint(plan)
     for name in sorted(plan.deployments):
         replicas = plan.replicas_of(name)
         if name not in site.deployments or not replicas:

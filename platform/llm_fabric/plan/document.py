@@ -7,6 +7,10 @@ resource builders (Kubernetes, Pulumi, YAML) read `Plan.replicas` and nothing el
 placement. A plan that misses a target says so in `shortfalls` (in words) and `complete` is False:
 callers that deploy must refuse it (`require_complete()`), never deploy part of it silently. A plan
 made with `--base` carries its `diff` against that revision; readers that deploy ignore it.
+Each replica carries its configuration fingerprint (`engine.fingerprint`: what can change an answer),
+an optional field: a plan written before it loads, renders without the annotation and passes the
+gateway's one-fingerprint-per-model check with nothing to compare; a fingerprint whose sha256 is not
+its fields' digest is refused like any invalid plan.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pydantic import Field, ValidationError
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.engine.capacity.parallelism import Layout
+from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.policies.violations import Violation
@@ -52,6 +57,10 @@ class ReplicaPlacement(FabricModel):
         default_factory=list, description="a multi-node replica's arguments on its second node (node rank 1)"
     )
     engine_env: dict[str, str] = Field(default_factory=dict)
+    config_fingerprint: ConfigFingerprint | None = Field(
+        None,
+        description="what can change an answer (engine.fingerprint); None: a plan written before fingerprints",
+    )
     dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
     data_classes: list[str]
 

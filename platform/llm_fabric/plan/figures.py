@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llm_fabric.engine.backends import backend, command_for, deployment_engine
+from llm_fabric.engine.backends import backend, command_for, deployment_engine, fingerprint_for
 from llm_fabric.engine.capacity.model import CapacityEstimate
 from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.command import ServingArgs
+from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName, Recipe
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import (
@@ -39,7 +40,8 @@ def engine_for(
     priority: bool,
     node_rank: int = 0,
     engine: EngineName = DEFAULT_ENGINE,
-) -> tuple[list[str], dict[str, str]]:
+) -> tuple[list[str], dict[str, str], ConfigFingerprint]:
+    """The replica's engine arguments and environment, and the fingerprint of the same serving options."""
     serving = ServingArgs(
         recipe,
         gpu,
@@ -56,7 +58,7 @@ def engine_for(
         served_model_name=dep.name,  # clients address the federation's deployment, not the recipe
     )
     cmd = command_for(engine, serving)
-    return list(cmd.args), dict(cmd.env)
+    return list(cmd.args), dict(cmd.env), fingerprint_for(engine, serving)
 
 
 def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quant: str) -> str:

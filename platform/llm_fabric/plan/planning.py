@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from llm_fabric.engine.backends import deployment_engine
 from llm_fabric.engine.capacity.parallelism import Layout, tp_layout
+from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
@@ -347,7 +348,9 @@ def decode(
         seats.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
     index = _index_replicas(seats, base)
     out: list[ReplicaPlacement] = []
-    engines: dict[tuple[str, str, Layout, bool], tuple[list[str], dict[str, str]]] = {}  # alike replicas, one command
+    engines: dict[
+        tuple[str, str, Layout, bool], tuple[list[str], dict[str, str], ConfigFingerprint]
+    ] = {}  # alike replicas, one command
     for key, seat in seats.items():
         dep = ctx.site.deployments[key[0]]
         node = ctx.site.nodes[seat.node]
@@ -367,7 +370,7 @@ def decode(
                 priority=priority,
                 engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
             )
-        args, env = list(engines[shape][0]), dict(engines[shape][1])
+        args, env, fingerprint = list(engines[shape][0]), dict(engines[shape][1]), engines[shape][2]
         out.append(
             ReplicaPlacement(
                 deployment=dep.name,
@@ -384,6 +387,7 @@ def decode(
                 engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
                 engine_args=args,
                 engine_env=env,
+                config_fingerprint=fingerprint,
                 dedicated_for=owner,
                 data_classes=list(dep.data_classes),
             )
@@ -434,10 +438,10 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
         used.add((dep.name, index))
         recipe = ctx.recipes[dep.recipe]
         engine = deployment_engine(dep, recipe, ctx.site.config.defaults.engine)
-        args, env = engine_for(
+        args, env, fingerprint = engine_for(
             recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, engine=engine
         )
-        worker, _ = engine_for(
+        worker, _, _ = engine_for(
             recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, node_rank=1, engine=engine
         )
         out.append(
@@ -459,6 +463,7 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
                 engine_args=args,
                 worker_engine_args=worker,
                 engine_env=env,
+                config_fingerprint=fingerprint,
                 dedicated_for=dep.dedicated_for,
                 data_classes=list(dep.data_classes),
             )

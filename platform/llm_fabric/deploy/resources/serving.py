@@ -34,6 +34,8 @@ PRIORITY_POOL = "llm-fabric-pool"
 # what selects engine pods of either engine (Service, NetworkPolicy, PodMonitor)
 ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "engine"}
 PROBE_PERIOD = 10
+# the replica's configuration fingerprint (engine.fingerprint, the plan's sha256): which replicas answer alike
+FINGERPRINT_ANNOTATION = "llm-fabric.io/config-fingerprint"
 
 
 def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
@@ -285,6 +287,8 @@ def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
     }
     if replica.worker_nodes:
         out["fabric.llm/nodes"] = ",".join(replica.nodes)
+    if replica.config_fingerprint is not None:
+        out[FINGERPRINT_ANNOTATION] = replica.config_fingerprint.sha256
     return out
 
 

@@ -17,6 +17,10 @@ What it reproduces from SGLang 0.5.23 (read in the pinned wheel):
   "The request queue is full.", or, with priority scheduling, aborts the least-preferred waiting
   request when the newcomer is strictly better (`Scheduler._abort_on_queued_limit`).
 - `custom_logit_processor` on a request is refused (400) unless `enable_custom_logit_processor`.
+- `GET /get_server_info` (and `/server_info`): the server arguments it was started with, in SGLang's
+  field names (`model_path`, `context_length`, `kv_cache_dtype`, `quantization`, the parsers, the chat
+  template, `served_model_name`) and `version`, as SGLang's `build_server_info` answers them;
+  `options_from_args` reads them from a `sglang.launch_server` argument list.
 - usage: prompt tokens are the UTF-8 bytes of the prompt (a byte-level tokenizer, like the tiny vLLM
   model); `prompt_tokens_details.cached_tokens` only with `enable_cache_report`, counted as the
   longest prefix shared with an earlier prompt (SGLang's radix cache, one token per page).
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 import time
 import uuid
@@ -59,6 +64,31 @@ class StandinOptions:
     enable_cache_report: bool = False
     seconds_per_token: float = 0.0
     kv_tokens: int = 1 << 20  # the pool `sglang:token_usage` is measured against
+    # reported by /get_server_info only (SGLang's defaults: the model's context, dtype and chat template)
+    model_path: str | None = None
+    context_length: int | None = None
+    kv_cache_dtype: str = "auto"
+    quantization: str | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    chat_template: str | None = None
+    # the release it stands in for (engine.sglang.command.SGLANG_VERSION; engine.sglang imports this package)
+    version: str = "0.5.23"
+
+    def server_info(self) -> dict[str, Any]:
+        return {
+            "model_path": self.model_path,
+            "served_model_name": self.served_model_name,
+            "context_length": self.context_length,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "quantization": self.quantization,
+            "tool_call_parser": self.tool_call_parser,
+            "reasoning_parser": self.reasoning_parser,
+            "chat_template": self.chat_template,
+            "max_running_requests": self.max_running,
+            "max_queued_requests": self.max_queued,
+            "version": self.version,
+        }
 
 
 class _Metrics:
@@ -324,6 +354,8 @@ def _handler(standin: SglangStandin) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/v1/models":
                 model = {"id": standin.options.served_model_name, "object": "model", "owned_by": "sglang"}
                 self._send(200, json.dumps({"object": "list", "data": [model]}).encode())
+            elif self.path in ("/get_server_info", "/server_info"):
+                self._send(200, json.dumps(standin.options.server_info()).encode())
             elif self.path == "/standin/started":
                 self._send(200, json.dumps(standin.started).encode())
             else:
@@ -358,10 +390,10 @@ def _handler(standin: SglangStandin) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     cli = argparse.ArgumentParser(
         prog="python -m llm_fabric.engine.local.sglang_standin",
-        description="An SGLang-like OpenAI server on 127.0.0.1 (metrics, queue, priority).",
+        description="An SGLang-like OpenAI server on 127.0.0.1 (metrics, queue, priority, server info).",
     )
     cli.add_argument("--served-model-name", required=True)
     cli.add_argument("--port", type=int, default=0)
@@ -371,19 +403,43 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--schedule-low-priority-values-first", action="store_true")
     cli.add_argument("--enable-custom-logit-processor", action="store_true")
     cli.add_argument("--enable-cache-report", action="store_true")
-    args = cli.parse_args(argv)
-    standin = SglangStandin(
-        StandinOptions(
-            served_model_name=args.served_model_name,
-            max_running=args.max_running_requests,
-            max_queued=args.max_queued_requests,
-            priority_scheduling=args.enable_priority_scheduling,
-            low_priority_values_first=args.schedule_low_priority_values_first,
-            enable_custom_logit_processor=args.enable_custom_logit_processor,
-            enable_cache_report=args.enable_cache_report,
-        ),
-        port=args.port,
+    cli.add_argument("--model-path")
+    cli.add_argument("--context-length", type=int)
+    cli.add_argument("--kv-cache-dtype", default="auto")
+    cli.add_argument("--quantization")
+    cli.add_argument("--tool-call-parser")
+    cli.add_argument("--reasoning-parser")
+    cli.add_argument("--chat-template")
+    return cli
+
+
+def options_from_args(argv: list[str], *, lenient: bool = False) -> tuple[StandinOptions, int]:
+    """The stand-in's options (and port) from SGLang launch arguments; `lenient`: ignore the flags it has no use for
+    (a plan's full `sglang.launch_server` command: parallelism, memory, metrics)."""
+    cli = _parser()
+    args = cli.parse_known_args(argv)[0] if lenient else cli.parse_args(argv)
+    options = StandinOptions(
+        served_model_name=args.served_model_name,
+        max_running=args.max_running_requests,
+        max_queued=args.max_queued_requests,
+        priority_scheduling=args.enable_priority_scheduling,
+        low_priority_values_first=args.schedule_low_priority_values_first,
+        enable_custom_logit_processor=args.enable_custom_logit_processor,
+        enable_cache_report=args.enable_cache_report,
+        model_path=args.model_path,
+        context_length=args.context_length,
+        kv_cache_dtype=args.kv_cache_dtype,
+        quantization=args.quantization,
+        tool_call_parser=args.tool_call_parser,
+        reasoning_parser=args.reasoning_parser,
+        chat_template=args.chat_template,
     )
+    return options, args.port
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, port = options_from_args(sys.argv[1:] if argv is None else argv)
+    standin = SglangStandin(options, port=port)
     print(standin.base_url, flush=True)
     standin.server.serve_forever()
     return 0

@@ -10,6 +10,8 @@ from typing import Any
 from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.reported import Reported
+from llm_fabric.engine.sglang import live
 from llm_fabric.engine.sglang.capacity import sglang_estimate
 from llm_fabric.engine.sglang.command import KV_CACHE_DTYPES, LAUNCHER, SGLANG_VERSION, sglang_command
 from llm_fabric.engine.sglang.requests import loop_guard_fields
@@ -36,6 +38,12 @@ class SglangBackend:
         if recipe.sglang is None:
             return recipe.tool_call_parser, recipe.reasoning_parser
         return recipe.sglang.tool_call_parser, recipe.sglang.reasoning_parser
+
+    def template_and_args(self, recipe: Recipe) -> tuple[str | None, list[str]]:
+        """The `sglang:` section's (the command refuses a recipe without one)."""
+        if recipe.sglang is None:
+            return recipe.chat_template, list(recipe.extra_args)
+        return recipe.sglang.chat_template, list(recipe.sglang.extra_args)
 
     def refusal(self, recipe: Recipe, kv_cache_dtype: str) -> tuple[str, str, str] | None:
         """SGLang needs the recipe's `sglang:` section and a KV-cache dtype SGLang has."""
@@ -89,6 +97,12 @@ class SglangBackend:
 
         cases, refused = sglang_cases()
         return ArgsCheck(check_with_sglang(cases), refused, f"SGLang {SGLANG_VERSION}'s parser")
+
+    def planned_config(self, args: list[str]) -> Reported:
+        return live.planned_config(args)
+
+    def reported_config(self, base_url: str, timeout: float) -> Reported:
+        return live.reported_config(base_url, timeout)
 
 
 SGLANG = SglangBackend()

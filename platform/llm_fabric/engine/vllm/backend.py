@@ -10,6 +10,8 @@ from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
 from llm_fabric.engine.capacity.model import estimate
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
+from llm_fabric.engine.reported import Reported
+from llm_fabric.engine.vllm import live
 from llm_fabric.engine.vllm.command import LAUNCHER, VLLM_VERSION, engine_command
 
 
@@ -31,6 +33,9 @@ class VllmBackend:
 
     def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
         return recipe.tool_call_parser, recipe.reasoning_parser
+
+    def template_and_args(self, recipe: Recipe) -> tuple[str | None, list[str]]:
+        return recipe.chat_template, list(recipe.extra_args)
 
     def refusal(self, recipe: Recipe, kv_cache_dtype: str) -> tuple[str, str, str] | None:
         return None  # the recipe's own checks are vLLM's
@@ -71,6 +76,12 @@ class VllmBackend:
 
         cases, refused = recipe_cases()
         return ArgsCheck(check_with_vllm(cases), refused, "vLLM's parser")
+
+    def planned_config(self, args: list[str]) -> Reported:
+        return live.planned_config(args)
+
+    def reported_config(self, base_url: str, timeout: float) -> Reported:
+        return live.reported_config(base_url, timeout)
 
 
 VLLM = VllmBackend()
