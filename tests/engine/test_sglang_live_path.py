@@ -123,4 +123,4 @@ def test_sglang_counters_reach_the_report_through_prometheus(
     reconciled = {r["model"]: r for r in both["reconciliation"]}[DEPLOYMENT]
     assert reconciled["engine_input_tokens"] == rise["input"]
     assert reconciled["engine_output_tokens"] == rise["output"]
-    assert reconciled["records_input_tokens"] == sum(r["prompt_tokens"] for r in records)
+    assert reconciled["records_input_tokens"] == sum(r.prompt_tokens or 0 for r in records)

@@ -71,7 +71,7 @@ def new_tenant(
     except ValidationError as exc:
         raise ConfigError(problems_from_validation(exc, Document(path=path, tree=body), Tenant)) from exc
     with gitrepo.branch_tree(root, branch) as judged:
-        _check_new_tenant(_site(judged), name, data_classes, judged / TENANTS / f"{name}.yaml")
+        _check_new_tenant(_site(judged), name, data_classes, judged / TENANTS / f"{name}.yaml", root)
     text = f"{modeline(Path(TENANTS) / path.name)}\n{dump_yaml(body)}"
     message = f"tenants: add {name}" + (" (contributor)" if contributor else "")
     if branch is not None:
@@ -82,9 +82,9 @@ def new_tenant(
     return AddedTenant(path, commit, None)
 
 
-def _check_new_tenant(site: SiteRepo, name: str, data_classes: list[str], path: Path) -> None:
+def _check_new_tenant(site: SiteRepo, name: str, data_classes: list[str], path: Path, root: Path) -> None:
     if name in site.tenants or path.exists():
-        raise UsageError(f"tenant `{name}` exists ({TENANTS}/{path.name})", hint=f"see `fabric tenants show {name}`")
+        raise UsageError(f"tenant `{name}` exists ({TENANTS}/{path.name})", hint=f"see `fabric tenants show {name} -C {root}`")
     known = sorted(site.config.data_classes)
     for data_class in data_classes:
         if data_class not in known:
