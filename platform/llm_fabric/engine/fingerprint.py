@@ -7,7 +7,7 @@ by the same `checked`), so what is fingerprinted is what runs.
 
 In (each can change the tokens a request gets back):
 - `engine`, `engine_version`: another engine or release samples, schedules and templates differently
-  (the version is the backend's pinned release; None: vLLM, whichever the engine image installs);
+  (the version is the backend's pinned release, the one its image is built from);
 - `checkpoint`, `revision`: the weights (`--revision` of the engine's arguments; None: not pinned);
 - `quantization`, `kv_cache_dtype`: the arithmetic of the weights and of the attention cache;
 - `max_model_len`: which prompts are refused or truncated, and the default output room;
