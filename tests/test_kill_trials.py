@@ -183,3 +183,28 @@ def test_killed_render_and_report_rerun_to_outputs_that_verify(site_repo: Path, 
 @pytest.fixture(autouse=True)
 def _no_env_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FABRIC_ENROLLMENT_KEY", raising=False)
+
+
+def test_keys_add_completes_a_key_a_kill_left_staged(make_site_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # the state a kill between `git add` and `git commit` leaves: the key and its endorsement staged, no commit.
+    # The index is not HEAD: the re-run must finish the commit, not refuse the key as one that "exists".
+    site_repo = make_site_repo(name="site")
+    private = str(default_private_key_path(site_repo))
+    pub = tmp_path / "staged.pub"
+    pub.write_bytes(
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    add = ["keys", "add", str(pub), "-C", str(site_repo), "--key", private, "--name", "staged"]
+    first = _fabric(*add)
+    assert first.returncode == 0, first.stderr
+    head = git(site_repo, "rev-parse", "HEAD").strip()
+    git(site_repo, "reset", "-q", "--soft", "HEAD~1")  # the commit undone, its files still staged
+    assert "A  keys/staged.pub" in git(site_repo, "status", "--porcelain")
+    rerun = _fabric(*add)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "endorsed by" in rerun.stdout
+    assert _clean(site_repo), git(site_repo, "status", "--porcelain")
+    assert git(site_repo, "rev-parse", "HEAD").strip() != head
+    assert "keys/staged.pub" in git(site_repo, "show", "--name-only", "--format=", "HEAD")

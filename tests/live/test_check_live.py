@@ -81,7 +81,7 @@ def test_a_matching_plan_reports_no_drift(live: Live, tmp_path: Path, capsys: py
     assert code == 0, out
     assert (
         f"{DEPLOYMENT}/0 (vllm, {live.engine.base_url}): as planned "
-        "(reachable, checkpoint, kv_cache_dtype, max_model_len, served_model_name)"
+        "(reachable, checkpoint, engine_version, kv_cache_dtype, max_model_len, served_model_name)"
     ) in out
     assert "not asked (no --endpoint): deepseek-v3-2/0," in out
     text = metrics.read_text()

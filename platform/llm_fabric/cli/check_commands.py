@@ -68,7 +68,12 @@ def live_command(
     metrics_file: Path | None,
     as_json: bool,
 ) -> None:
-    """Ask every engine for its configuration and print each difference from the plan (exit 3 on drift)."""
+    """Ask every engine for its configuration and print each difference from the plan (exit 3 on drift).
+
+    \b
+    Example:
+      fabric check live -C ./site --plan plan.json --endpoint qwen3-5/0=http://10.0.0.7:8000/v1
+    """
     from llm_fabric.atomicio import write_atomic
     from llm_fabric.live.drift import check_live, endpoints_of, exposition
     from llm_fabric.plan.document import load_plan

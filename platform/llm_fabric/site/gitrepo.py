@@ -90,6 +90,13 @@ def commit_paths(root: Path, paths: Sequence[Path], message: str) -> str | None:
         return git(root, "rev-parse", "HEAD").strip()
 
 
+def in_head(root: Path, path: Path | str) -> bool:
+    """Whether HEAD holds `path` (relative or absolute). Not the index: a killed command may have staged
+    a new file without committing it, and that file is still the command's to complete or remove."""
+    rel = str(Path(path).relative_to(root) if Path(path).is_absolute() else path)
+    return bool(git(root, "ls-tree", "--name-only", "HEAD", "--", rel, check=False).strip())
+
+
 @contextmanager
 def rolled_back_on_error(root: Path, paths: Sequence[Path]) -> Iterator[None]:
     """Run the with-block; if it raises, put `paths` back as HEAD has them (deleting those HEAD lacks)."""
@@ -98,9 +105,10 @@ def rolled_back_on_error(root: Path, paths: Sequence[Path]) -> Iterator[None]:
     except BaseException:
         for path in paths:
             rel = str(path.relative_to(root) if path.is_absolute() else path)
-            if git(root, "ls-files", "--", rel, check=False).strip():
+            if in_head(root, rel):
                 git(root, "checkout", "HEAD", "--", rel, check=False)
             else:
+                git(root, "rm", "-q", "--cached", "--ignore-unmatch", "--", rel, check=False)
                 (root / rel).unlink(missing_ok=True)
         raise
 

@@ -84,7 +84,9 @@ def new_tenant(
 
 def _check_new_tenant(site: SiteRepo, name: str, data_classes: list[str], path: Path, root: Path) -> None:
     if name in site.tenants or path.exists():
-        raise UsageError(f"tenant `{name}` exists ({TENANTS}/{path.name})", hint=f"see `fabric tenants show {name} -C {root}`")
+        raise UsageError(
+            f"tenant `{name}` exists ({TENANTS}/{path.name})", hint=f"see `fabric tenants show {name} -C {root}`"
+        )
     known = sorted(site.config.data_classes)
     for data_class in data_classes:
         if data_class not in known:

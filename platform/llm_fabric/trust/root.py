@@ -253,7 +253,7 @@ def add_key(root: Path, public_file: Path, signer: Ed25519PrivateKey, name: str 
     paths = [path, endorsement]
     with gitrepo.write_lock(root, (KEYS_DIR,)):
         # an uncommitted file of that name is what a killed `keys add` left: this run completes it
-        _refuse_existing(path, tracked=bool(gitrepo.git(root, "ls-files", "--", str(path.relative_to(root))).strip()))
+        _refuse_existing(path, tracked=gitrepo.in_head(root, path))
         with gitrepo.rolled_back_on_error(root, paths):
             write_atomic(path, pem)
             write_atomic(endorsement, endorse_key(new, signer))
