@@ -199,12 +199,12 @@ def test_keys_add_completes_a_key_a_kill_left_staged(make_site_repo, tmp_path: P
     add = ["keys", "add", str(pub), "-C", str(site_repo), "--key", private, "--name", "staged"]
     first = _fabric(*add)
     assert first.returncode == 0, first.stderr
-    head = git(site_repo, "rev-parse", "HEAD").strip()
+    parent = git(site_repo, "rev-parse", "HEAD~1").strip()
     git(site_repo, "reset", "-q", "--soft", "HEAD~1")  # the commit undone, its files still staged
     assert "A  keys/staged.pub" in git(site_repo, "status", "--porcelain")
     rerun = _fabric(*add)
     assert rerun.returncode == 0, rerun.stderr
     assert "endorsed by" in rerun.stdout
     assert _clean(site_repo), git(site_repo, "status", "--porcelain")
-    assert git(site_repo, "rev-parse", "HEAD").strip() != head
+    assert git(site_repo, "rev-parse", "HEAD~1").strip() == parent  # one commit on top: the key's
     assert "keys/staged.pub" in git(site_repo, "show", "--name-only", "--format=", "HEAD")
