@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-APT_PACKAGES := prometheus openssh-server iproute2 git
+APT_PACKAGES := prometheus openssh-server iproute2 git redis-server chromium
 
 .PHONY: demo test venv system-deps pytest typecheck lint clean engine gateway pycompat
 
@@ -85,6 +85,8 @@ system-deps:
 	command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
 	command -v ip  >/dev/null || [ -x /usr/sbin/ip ] || missing="$$missing iproute2"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
