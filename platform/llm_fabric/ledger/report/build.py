@@ -19,6 +19,8 @@ from typing import Any
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.report.books import Books, ContributorLine, cents, contributor_ledger, draw_up
 from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.report.statement import StatementInputs, contributor_statement
+from llm_fabric.ledger.store.engine_up import engine_up
 from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.promapi import PrometheusClient
@@ -36,6 +38,7 @@ class ReportInputs:
     records_format: RecordFormat = "auto"
     prometheus_url: str | None = None
     replica_owners: Mapping[tuple[str, str], str] | None = None
+    replica_gpus: Mapping[tuple[str, str], int] | None = None  # (deployment, index) -> GPUs, from the plan
     now: datetime | None = None
     temp_dir: Path | None = None
     store: Path | None = None  # the ledger store, read when no `records` are given and it exists
@@ -48,6 +51,14 @@ def replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
         return None
     plan = load_plan(plan_path)
     return {(r.deployment, str(r.index)): r.owner for r in plan.replicas}
+
+
+def replica_gpus(plan_path: Path | None) -> dict[tuple[str, str], int] | None:
+    """How many GPUs each replica (deployment, index) of the plan document holds; None without a plan."""
+    if plan_path is None:
+        return None
+    plan = load_plan(plan_path)
+    return {(r.deployment, str(r.index)): len(r.gpu_indices) for r in plan.replicas}
 
 
 def report_inputs(
@@ -66,6 +77,7 @@ def report_inputs(
         records_format=record_format(records_format),
         prometheus_url=prometheus_url,
         replica_owners=replica_owners(plan),
+        replica_gpus=replica_gpus(plan),
         store=store,
     )
 
@@ -354,9 +366,11 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     month.require_begun(now)
     records, origin = record_usage(inputs, month, progress)
     engine = None
+    up = None
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
         engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
+        up = engine_up(client, month, until=now, progress=progress)
     models = merge_models(records, engine)
     books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()}, now)
     pairs = records.by_model_tenant if records else {}
@@ -370,6 +384,11 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     for fig in models.values():
         total.add(fig.tokens)
     unknown = unknown_in_records(site, records)
+    statement, statement_gaps = contributor_statement(
+        site,
+        config,
+        StatementInputs(month, now, up, records.by_model_tenant if records else None, inputs.replica_gpus or {}),
+    )
     return MonthReport.model_validate(
         {
             "federation": site.config.federation.display_name,
@@ -401,11 +420,13 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
             "daily": [{"day": d.isoformat(), "model": m, **_token_row(t)} for (m, d), t in sorted(daily.items())],
             "books": _books_section(books),
             "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
+            "statement": statement,
             "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
             "drift_warning_pct": float(config.drift_warning_pct),
             "unknown_in_records": unknown,
             "data_gaps": data_gaps(month, now, records, engine, origin)
             + _unpriced_gaps(books.unpriced, set(site.deployments))
-            + _unknown_gaps(unknown),
+            + _unknown_gaps(unknown)
+            + statement_gaps,
         }
     )

@@ -107,6 +107,63 @@ class ContributorRow(_Row):
     served_on_hardware: TokenRow | None
 
 
+class LentRow(TokenRow):
+    """What one other tenant used of a node, and its value at the reference prices."""
+
+    value: float | None
+
+
+class NodeDeploymentRow(_Row):
+    """One deployment's replicas on a node: GPU-hours up, and who used them (records, by up-time share)."""
+
+    deployment: str
+    dedicated_for_owner: bool
+    replicas: list[str]
+    up_hours: float
+    gpu_hours: float | None
+    share_of_deployment: float | None  # of the deployment's up-time, the part on this node
+    owner_usage: TokenRow | None
+    others_usage: TokenRow | None
+
+
+class StatusChangeRow(_Row):
+    at: str
+    status: str
+    commit: str | None
+
+
+class NodeStatementRow(_Row):
+    """The contributor's statement of one node for the month (docs/ledger.md, "The contributor's statement").
+
+    Hours: service + down = active (the manifest's status; service: an engine on it was up), and
+    active + cordoned + retired + not_enrolled = month_hours.
+    """
+
+    node: str
+    site: str
+    owner: str
+    gpu_model: str
+    gpus: int
+    month_hours: float
+    service_hours: float | None
+    down_hours: float | None
+    active_hours: float
+    cordoned_hours: float
+    retired_hours: float
+    not_enrolled_hours: float
+    status_changes: list[StatusChangeRow]
+    gpu_hours: float
+    serving_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    deployments: list[NodeDeploymentRow]
+    owner_usage: TokenRow | None
+    owner_value: float | None
+    lent: TokenRow | None
+    lent_value: float | None
+    lent_to: dict[str, LentRow]
+    notes: list[str]
+
+
 class ReconciliationRow(_Row):
     model: str
     records_input_tokens: int
@@ -168,6 +225,7 @@ class MonthReport(_Row):
     daily: list[DailyRow]
     books: BooksSection
     contributors: list[ContributorRow]
+    statement: list[NodeStatementRow] = Field(default_factory=list)
     reconciliation: list[ReconciliationRow]
     drift_warning_pct: float
     unknown_in_records: UnknownInRecords = Field(default_factory=UnknownInRecords)
