@@ -233,3 +233,24 @@ class MonthReport(_Row):
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+class OwnerReport(_Row):
+    """A contributor's own report (`fabric report --owner GROUP`, llm_fabric.ledger.report.owner_view)."""
+
+    federation: str
+    month: str
+    generated_at: str
+    currency: str
+    owner: str
+    owner_name: str
+    dedicated_gpus: int
+    contributor: ContributorRow | None
+    statement: list[NodeStatementRow]
+    lent_to: dict[str, LentRow]  # over all its nodes
+    lent_value: float | None
+    plan_shortfalls: list[str]
+    data_gaps: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
