@@ -35,7 +35,8 @@ def check_owner(site: SiteRepo, owner: str) -> None:
     known = owner_groups(site)
     if owner in known:
         return
-    close = suggest(owner, known)
+    # a group's name cut short (`ceitec` for ceitec-structural) is the likeliest slip; else the closest spelling
+    close = next((k for k in known if k.startswith(owner)), None) or suggest(owner, known)
     guess = f"did you mean `{close}`? " if close else ""
     raise UsageError(
         f"--owner `{owner}` is not a contributing group of {site.root}",
