@@ -105,10 +105,11 @@ def _month(tmp_path: Path, site_repo: Path, prometheus_factory: Callable[..., Pr
     return records, prom.url
 
 
-def _report(site_repo: Path, url: str, out: Path, *extra: str) -> dict[str, Any]:
+def _report(site_repo: Path, url: str, out: Path, *extra: str) -> tuple[dict[str, Any], str]:
+    """`fabric report` of the month into `out`: its report.json and what it printed."""
     done = fabric("report", "-C", str(site_repo), "--month", MONTH, "--prometheus", url, "--out", str(out), *extra)
     assert done.returncode == 0, done.stdout + done.stderr
-    return dict(json.loads((out / "report.json").read_text()))
+    return dict(json.loads((out / "report.json").read_text())), done.stdout
 
 
 def _minutes(hours: float) -> int:
@@ -119,7 +120,7 @@ def test_statement_hours_gpu_hours_and_lending(
     tmp_path: Path, site_repo: Path, prometheus_factory: Callable[..., PrometheusServer]
 ) -> None:
     records, url = _month(tmp_path, site_repo, prometheus_factory)
-    report = _report(site_repo, url, tmp_path / "report")
+    report, _ = _report(site_repo, url, tmp_path / "report")
     rows = {row["node"]: row for row in report["statement"]}
     assert sorted(rows) == ["dgx-b200-01", "dgx-b300-01", "hgx-h100-tuwien", NODE]  # every contributed node
 
@@ -183,7 +184,8 @@ def test_statement_hours_gpu_hours_and_lending(
     assert f"| {NODE} | {OWNER} | 4 | 690.00 | 660.00 | 30.00 | 30.00 | 0.00 | 0.00 |" in md
     assert "cordoned from 2026-11-10T00:00:00Z (commit" in md
     assert "<h2>Contributor's statement</h2>" in (tmp_path / "report" / "report.html").read_text()
-    assert f"{NODE},brno,{OWNER},h200,4,720.0,660.0,30.0,690.0,30.0," in (tmp_path / "report" / "statement.csv").read_text()
+    csv_row = f"{NODE},brno,{OWNER},h200,4,720.0,660.0,30.0,690.0,30.0,"
+    assert csv_row in (tmp_path / "report" / "statement.csv").read_text()
     lent_csv = (tmp_path / "report" / "statement_lent.csv").read_text()
     assert f"{NODE},{OWNER},muni-researchers,{expected['muni-researchers']['requests']}," in lent_csv
     verified = fabric("report", "verify", str(tmp_path / "report"), "-C", str(site_repo))
@@ -197,9 +199,9 @@ def test_owner_view_is_signed_and_holds_only_its_nodes(
     tmp_path: Path, site_repo: Path, prometheus_factory: Callable[..., PrometheusServer]
 ) -> None:
     _records, url = _month(tmp_path, site_repo, prometheus_factory)
-    federation = _report(site_repo, url, tmp_path / "report")
+    federation, _ = _report(site_repo, url, tmp_path / "report")
     out = tmp_path / "own"
-    view = _report(site_repo, url, out, "--owner", OWNER)
+    view, printed = _report(site_repo, url, out, "--owner", OWNER)
     assert [row["node"] for row in view["statement"]] == [NODE]
     assert view["statement"] == [row for row in federation["statement"] if row["node"] == NODE]
     assert view["owner"] == OWNER and view["dedicated_gpus"] == 2
@@ -207,13 +209,13 @@ def test_owner_view_is_signed_and_holds_only_its_nodes(
     assert "usage_by_tenant" not in view and "books" not in view
     for name in ("report.md", "report.html", "report.json", "statement.csv", "statement_lent.csv"):
         text = (out / name).read_text()
-        for other in ("dgx-b300-01", "hgx-h100-tuwien", "dgx-b200-01", "kimi-k2-6", "qwen3-5\""):
+        for other in ("dgx-b300-01", "hgx-h100-tuwien", "dgx-b200-01", "kimi-k2-6", 'qwen3-5"'):
             assert other not in text, (name, other)
     verified = fabric("report", "verify", str(out), "-C", str(site_repo))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "6 files match the manifest" in verified.stdout and "a trusted key (from" in verified.stdout
-    done = fabric("report", "-C", str(site_repo), "--month", MONTH, "--prometheus", url, "--owner", OWNER, "--out", str(out))
-    assert done.stdout.splitlines()[2].startswith(f"{NODE}: 660.00 h in service, 30.00 h down, 30.00 h cordoned of 720.00 h")
+    summary = f"{NODE}: 660.00 h in service, 30.00 h down, 30.00 h cordoned of 720.00 h; 2,070.00 GPU-h serving; lent "
+    assert printed.splitlines()[2].startswith(summary), printed
 
 
 def test_unknown_owner_is_refused_with_the_known_groups(site_repo: Path, tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ def _owner_report(
         )
         console.print(
             f"{row.node}: {hours}, {row.cordoned_hours:,.2f} h cordoned of {row.month_hours:,.2f} h; "
-            f"{row.serving_gpu_hours if row.serving_gpu_hours is not None else 'n/a'} GPU-h serving; {lent}",
+            f"{'n/a' if row.serving_gpu_hours is None else f'{row.serving_gpu_hours:,.2f}'} GPU-h serving; {lent}",
             markup=False,
         )
     for gap in view.data_gaps:
