@@ -226,3 +226,28 @@ def test_unknown_owner_is_refused_with_the_known_groups(site_repo: Path, tmp_pat
         done.stderr
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_owner_view_lists_the_plan_shortfalls_that_concern_it(site_repo: Path, tmp_path: Path) -> None:
+    # more dedicated replicas than the contributor's H200 holds: the planner writes the plan with a shortfall
+    deployment = site_repo / "deployments" / "qwen3-5-122b.yaml"
+    deployment.write_text(deployment.read_text().replace("\nreplicas: 1\n", "\nreplicas: 5\n"))
+    plan = tmp_path / "plan.json"
+    planned = fabric("plan", "-C", str(site_repo), "-o", str(plan))
+    assert planned.returncode == 3 and plan.is_file(), planned.stdout + planned.stderr
+    records = tmp_path / "requests.jsonl"
+    assert fabric("ledger", "sample", "-C", str(site_repo), "--month", MONTH, "-o", str(records)).returncode == 0
+    shortfalls = {}
+    for owner in (OWNER, "tuwien-ai"):
+        out = tmp_path / owner
+        done = fabric(
+            "report", "-C", str(site_repo), "--month", MONTH, "--requests", str(records),
+            "--plan", str(plan), "--owner", owner, "--out", str(out),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        shortfalls[owner] = json.loads((out / "report.json").read_text())["plan_shortfalls"]
+    assert len(shortfalls[OWNER]) == 1  # qwen3-5-122b is dedicated to it
+    assert shortfalls[OWNER][0].startswith("deployment `qwen3-5-122b`: planned 1 of 5 replicas: ")
+    assert f"{NODE} (4 GPUs): 4 in use by" in shortfalls[OWNER][0]
+    assert shortfalls["tuwien-ai"] == []  # neither its deployment nor its node
+    assert "- deployment `qwen3-5-122b`: planned 1 of 5 replicas" in (tmp_path / OWNER / "report.md").read_text()
