@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.report.books import Books, ContributorLine, cents, contributor_ledger, draw_up
-from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.report.books import Books, ContributorLine, contributor_ledger, draw_up
+from llm_fabric.ledger.report.month_report import MonthReport, money, token_row
 from llm_fabric.ledger.report.statement import StatementInputs, contributor_statement
 from llm_fabric.ledger.store.engine_up import engine_up
 from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
@@ -93,23 +93,8 @@ class RecordOrigin:
     merged: tuple[dict[str, Any], ...] = ()  # duplicates merged on the month's days: file, reason, records
 
 
-def _money(value: Decimal | None) -> float | None:
-    return float(cents(value)) if value is not None else None
-
-
-def _token_row(tokens: Tokens) -> dict[str, Any]:
-    return {
-        "requests": tokens.requests,
-        "failed_requests": tokens.failed,
-        "input_tokens": tokens.input,
-        "cached_input_tokens": tokens.cached_input,
-        "output_tokens": tokens.output,
-        "input_output_ratio": tokens.input_output_ratio,
-    }
-
-
 def _usage_row(name: str, fig: UsageFigures) -> dict[str, Any]:
-    row = {"name": name, "source": fig.source, **_token_row(fig.tokens)}
+    row = {"name": name, "source": fig.source, **token_row(fig.tokens)}
     for p in PERCENTILES:
         row[f"prompt_p{p}"] = fig.prompt_percentiles.get(p)
     row.update(
@@ -245,12 +230,12 @@ def _contributor_row(line: ContributorLine) -> dict[str, Any]:
         "pooled_gpus": line.pooled_gpus,
         "lend_surplus": line.lend_surplus,
         "dedicated_deployments": line.dedicated_deployments,
-        "dedicated_usage": _token_row(line.dedicated_usage),
-        "dedicated_value": _money(line.dedicated_value),
-        "lent_to": {user: _token_row(t) for user, t in sorted(line.lent_usage.items())},
-        "lent_value": _money(line.lent_value),
-        "pool_usage": _token_row(line.pool_usage),
-        "served_on_hardware": _token_row(line.served_on_hardware) if line.served_on_hardware else None,
+        "dedicated_usage": token_row(line.dedicated_usage),
+        "dedicated_value": money(line.dedicated_value),
+        "lent_to": {user: token_row(t) for user, t in sorted(line.lent_usage.items())},
+        "lent_value": money(line.lent_value),
+        "pool_usage": token_row(line.pool_usage),
+        "served_on_hardware": token_row(line.served_on_hardware) if line.served_on_hardware else None,
     }
 
 
@@ -260,18 +245,18 @@ def _books_section(books: Books) -> dict[str, Any]:
         "price_lines": [
             {
                 "model": line.deployment,
-                "reference": _money(line.reference),
-                "commercial_with_cache": _money(line.commercial_with_cache),
-                "commercial_without_cache": _money(line.commercial_without_cache),
+                "reference": money(line.reference),
+                "commercial_with_cache": money(line.commercial_with_cache),
+                "commercial_without_cache": money(line.commercial_without_cache),
             }
             for line in books.lines
         ],
         "hardware": [
             {
                 "node": h.node,
-                "capex": _money(h.capex),
+                "capex": money(h.capex),
                 "days_in_service": h.days_in_service,
-                "monthly": _money(h.monthly),
+                "monthly": money(h.monthly),
             }
             for h in books.hardware
         ],
@@ -316,8 +301,8 @@ def unknown_in_records(site: SiteRepo, records: RecordUsage | None) -> dict[str,
     models = {n: f for n, f in records.by_model.items() if n not in site.deployments}
     tenants = {n: f for n, f in records.by_tenant.items() if n not in site.tenants}
     return {
-        "models": [{"name": n, **_token_row(f.tokens)} for n, f in sorted(models.items())],
-        "tenants": [{"name": n, **_token_row(f.tokens)} for n, f in sorted(tenants.items())],
+        "models": [{"name": n, **token_row(f.tokens)} for n, f in sorted(models.items())],
+        "tenants": [{"name": n, **token_row(f.tokens)} for n, f in sorted(tenants.items())],
     }
 
 
@@ -414,10 +399,10 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
                     "covered_until": f"{engine.covered_until:%Y-%m-%dT%H:%M:%SZ}",
                 },
             },
-            "totals": _token_row(total),
+            "totals": token_row(total),
             "usage_by_model": [_usage_row(n, f) for n, f in models.items()],
             "usage_by_tenant": [_usage_row(n, f) for n, f in sorted((records.by_tenant if records else {}).items())],
-            "daily": [{"day": d.isoformat(), "model": m, **_token_row(t)} for (m, d), t in sorted(daily.items())],
+            "daily": [{"day": d.isoformat(), "model": m, **token_row(t)} for (m, d), t in sorted(daily.items())],
             "books": _books_section(books),
             "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
             "statement": statement,

@@ -7,11 +7,31 @@ keys. Money is in the ledger currency, rounded to cents only here, for display (
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from llm_fabric.basemodel import FabricModel
+from llm_fabric.ledger.report.books import cents
+from llm_fabric.ledger.store.usage import Tokens
+
+
+def money(value: Decimal | None) -> float | None:
+    """An amount as the document holds it: rounded to cents."""
+    return float(cents(value)) if value is not None else None
+
+
+def token_row(tokens: Tokens) -> dict[str, Any]:
+    """A `TokenRow`'s fields from integer token counts."""
+    return {
+        "requests": tokens.requests,
+        "failed_requests": tokens.failed,
+        "input_tokens": tokens.input,
+        "cached_input_tokens": tokens.cached_input,
+        "output_tokens": tokens.output,
+        "input_output_ratio": tokens.input_output_ratio,
+    }
 
 
 class _Row(FabricModel):

@@ -27,7 +27,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from llm_fabric.ledger.report.books import cents, price_tokens
+from llm_fabric.ledger.report.books import price_tokens
+from llm_fabric.ledger.report.month_report import money, token_row
 from llm_fabric.ledger.report.node_history import NodeStatus, StatusChange, status_history
 from llm_fabric.ledger.store.engine_up import MINUTE, EngineUp, ReplicaKey, month_minutes
 from llm_fabric.ledger.store.period import Month
@@ -50,21 +51,6 @@ class StatementInputs:
 
 def _hours(minutes: int) -> float:
     return round(minutes / 60, 4)
-
-
-def _money(value: Decimal) -> float:
-    return float(cents(value))
-
-
-def _token_row(tokens: Tokens) -> dict[str, Any]:
-    return {
-        "requests": tokens.requests,
-        "failed_requests": tokens.failed,
-        "input_tokens": tokens.input,
-        "cached_input_tokens": tokens.cached_input,
-        "output_tokens": tokens.output,
-        "input_output_ratio": tokens.input_output_ratio,
-    }
 
 
 def _scaled(tokens: Tokens, share: Fraction) -> Tokens:
@@ -196,8 +182,8 @@ def node_statement(
                 "up_hours": _hours(up_minutes),
                 "gpu_hours": None if unknown else _hours(sum((gpus_of[k] or 0) * sum(mine[k]) for k in keys)),
                 "share_of_deployment": round(float(share), 4) if share is not None else None,
-                "owner_usage": _token_row(mine_usage) if mine_usage is not None else None,
-                "others_usage": _token_row(others_usage) if others_usage is not None else None,
+                "owner_usage": token_row(mine_usage) if mine_usage is not None else None,
+                "others_usage": token_row(others_usage) if others_usage is not None else None,
             }
         )
     attributed = inputs.usage is not None and inputs.up is not None
@@ -223,13 +209,11 @@ def node_statement(
         "serving_gpu_hours": serving,
         "idle_gpu_hours": idle,
         "deployments": rows,
-        "owner_usage": _token_row(owner_usage) if attributed else None,
-        "owner_value": _money(owner_value) if attributed else None,
-        "lent": _token_row(lent) if attributed else None,
-        "lent_value": _money(lent_value) if attributed else None,
-        "lent_to": {
-            t: {**_token_row(tokens), "value": _money(lent_values[t])} for t, tokens in sorted(lent_to.items())
-        },
+        "owner_usage": token_row(owner_usage) if attributed else None,
+        "owner_value": money(owner_value) if attributed else None,
+        "lent": token_row(lent) if attributed else None,
+        "lent_value": money(lent_value) if attributed else None,
+        "lent_to": {t: {**token_row(tokens), "value": money(lent_values[t])} for t, tokens in sorted(lent_to.items())},
         "notes": notes,
     }
 
