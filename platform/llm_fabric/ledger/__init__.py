@@ -7,7 +7,8 @@ signed with. May import site, signing and the foundation.
 Invariants of the books (every module in this package keeps them):
 
 - Natural keys. A usage row is keyed by (month, deployment, tenant); a day row by (month,
-  deployment, day); a contributor row by (month, owner). A request is identified by its
+  deployment, day); a contributor row by (month, owner); a statement row by (month, node). A
+  request is identified by its
   `request_id` (on its day) when the log carries one, else by its content: the same request
   exported or ingested twice counts once (llm_fabric.ledger.store.records, .database). Engine
   counters are keyed by their Prometheus series (model and replica labels), never by scrape.

@@ -43,6 +43,7 @@ class ReportInputs:
     temp_dir: Path | None = None
     store: Path | None = None  # the ledger store, read when no `records` are given and it exists
     from_records: bool = False  # compute from the stored records, not the rollups (the oracle; same figures)
+    statement: bool = True  # the contributor's statement (the exporter, which serves none of it, leaves it out)
 
 
 def replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
@@ -355,7 +356,7 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
         engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
-        up = engine_up(client, month, until=now, progress=progress)
+        up = engine_up(client, month, until=now, progress=progress) if inputs.statement else None
     models = merge_models(records, engine)
     books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()}, now)
     pairs = records.by_model_tenant if records else {}
@@ -369,10 +370,14 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     for fig in models.values():
         total.add(fig.tokens)
     unknown = unknown_in_records(site, records)
-    statement, statement_gaps = contributor_statement(
-        site,
-        config,
-        StatementInputs(month, now, up, records.by_model_tenant if records else None, inputs.replica_gpus or {}),
+    statement, statement_gaps = (
+        contributor_statement(
+            site,
+            config,
+            StatementInputs(month, now, up, records.by_model_tenant if records else None, inputs.replica_gpus or {}),
+        )
+        if inputs.statement
+        else ([], [])
     )
     return MonthReport.model_validate(
         {
