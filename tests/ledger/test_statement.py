@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -251,3 +252,26 @@ def test_owner_view_lists_the_plan_shortfalls_that_concern_it(site_repo: Path, t
     assert f"{NODE} (4 GPUs): 4 in use by" in shortfalls[OWNER][0]
     assert shortfalls["tuwien-ai"] == []  # neither its deployment nor its node
     assert "- deployment `qwen3-5-122b`: planned 1 of 5 replicas" in (tmp_path / OWNER / "report.md").read_text()
+
+
+def test_without_git_history_the_current_status_is_taken_and_said(site_repo: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "exported"
+    shutil.copytree(site_repo, copy, ignore=shutil.ignore_patterns(".git"))
+    shutil.copy(site_repo.parent / "site.enrollment.key", tmp_path / "exported.enrollment.key")
+    records = tmp_path / "requests.jsonl"
+    assert fabric("ledger", "sample", "-C", str(copy), "--month", MONTH, "-o", str(records)).returncode == 0
+    out = tmp_path / "own"
+    done = fabric(
+        "report", "-C", str(copy), "--month", MONTH, "--requests", str(records),
+        "--owner", "tuwien-ai", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    note = (
+        "`hgx-h100-tuwien`: no committed history of nodes/hgx-h100-tuwien.yaml: its current status (active) "
+        "is taken for the whole time since its enrolled_at"
+    )
+    assert f"note: {note}" in done.stdout
+    view = json.loads((out / "report.json").read_text())
+    assert note in view["data_gaps"]
+    (row,) = view["statement"]
+    assert (row["active_hours"], row["not_enrolled_hours"], row["service_hours"]) == (720, 0, None)  # no Prometheus
