@@ -66,6 +66,11 @@ def _with_common(func: Any) -> Any:
     type=_files,
     help="Ed25519 private key (PEM, mode 0600) that signs the manifest; default: the federation key.",
 )
+@click.option(
+    "--owner",
+    metavar="GROUP",
+    help="Only GROUP's statement: its nodes and what concerns them (a contributor's own report), signed alike.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
 @click.pass_context
 def report_command(
@@ -79,15 +84,21 @@ def report_command(
     month: str | None,
     out: Path | None,
     sign_key: Path | None,
+    owner: str | None,
     as_json: bool,
 ) -> None:
     """Publish the month's usage report: Markdown, HTML with charts, JSON, CSVs, signed manifest.
+
+    With --owner GROUP, only that contributor's statement (its nodes' hours, GPU-hours, its own use
+    and what it lent to whom), signed like the federation's report.
 
     \b
     Examples:
       fabric report --site-repo ./site --month 2026-11 --prometheus http://127.0.0.1:9090 \\
           --requests requests.parquet --out report-2026-11
       fabric report verify report-2026-11 --site-repo ./site
+      fabric report -C ./site --month 2026-11 --prometheus http://127.0.0.1:9090 \\
+          --owner ceitec-structural --out statement-ceitec-2026-11
 
     Without --sign-key the manifest is signed with the federation's key (`fabric init` puts it
     beside the site repo; $FABRIC_ENROLLMENT_KEY overrides), when that key exists.
@@ -108,6 +119,10 @@ def report_command(
 
     # trusted: the signed report credits each owner with the GPUs its node manifests contribute
     site = load_trusted_site(site_repo)
+    if owner is not None:
+        from llm_fabric.ledger.report.owner_view import check_owner
+
+        check_owner(site, owner)  # before the month is read: a typo costs nothing
     inputs = report_inputs(
         month=month,
         records=requests,
@@ -120,6 +135,9 @@ def report_command(
     with err.status("building the report", spinner="dots") as status:
         report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
         status.update("writing files")
+        if owner is not None:
+            _owner_report(site, owner, report, plan, out, key, key_source, as_json)
+            return
         files = write_report(out, report, key)
     if as_json:
         print_json(report.as_json())
@@ -140,6 +158,53 @@ def report_command(
     for row in report.reconciliation:
         if row.warning:
             console.print(f"[red]drift:[/] {row.model} records vs engine {row.drift_pct} %", markup=True)
+
+
+def _owner_report(
+    site: Any,
+    owner: str,
+    report: Any,
+    plan: Path | None,
+    out: Path,
+    key: Any,
+    key_source: str,
+    as_json: bool,
+) -> None:
+    from llm_fabric.ledger.report.owner_view import owner_view
+    from llm_fabric.ledger.report.publish import write_owner_report
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.trust.signatures import key_id
+
+    shortfalls = load_plan(plan).shortfalls if plan is not None else []
+    view = owner_view(report, site, owner, shortfalls)
+    files = write_owner_report(out, view, key)
+    if as_json:
+        print_json(view.as_json())
+        return
+    console.print(f"statement of {owner} for {view.month} in [bold]{out}[/]: {', '.join(files)}")
+    if key is not None:
+        console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
+    else:
+        console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
+    for row in view.statement:
+        hours = (
+            f"{row.service_hours:,.2f} h in service, {row.down_hours:,.2f} h down"
+            if row.service_hours is not None and row.down_hours is not None
+            else f"{row.active_hours:,.2f} h active"
+        )
+        lent = (
+            f"lent {row.lent.input_tokens + row.lent.output_tokens:,} tokens ({row.lent_value:,.2f} {view.currency}) "
+            f"to {len(row.lent_to)} tenant(s)"
+            if row.lent is not None and row.lent_value is not None
+            else "lent: unknown"
+        )
+        console.print(
+            f"{row.node}: {hours}, {row.cordoned_hours:,.2f} h cordoned of {row.month_hours:,.2f} h; "
+            f"{'n/a' if row.serving_gpu_hours is None else f'{row.serving_gpu_hours:,.2f}'} GPU-h serving; {lent}",
+            markup=False,
+        )
+    for gap in view.data_gaps:
+        console.print(f"[yellow]note:[/] {gap}", markup=True)
 
 
 @report_command.command("verify")

@@ -7,10 +7,10 @@ signed with. May import site, signing and the foundation.
 Invariants of the books (every module in this package keeps them):
 
 - Natural keys. A usage row is keyed by (month, deployment, tenant); a day row by (month,
-  deployment, day); a contributor row by (month, owner). A request is identified by its
-  `request_id` (on its day) when the log carries one, else by its content: the same request
-  exported or ingested twice counts once (llm_fabric.ledger.store.records, .database). Engine
-  counters are keyed by their Prometheus series (model and replica labels), never by scrape.
+  deployment, day); a contributor row by (month, owner); a statement row by (month, node). A
+  request is identified by its `request_id` (on its day) when the log carries one, else by its
+  content: the same request exported or ingested twice counts once (llm_fabric.ledger.store.records,
+  .database). Engine counters are keyed by their Prometheus series (model and replica labels), never by scrape.
 - Integer token units. Tokens are counted as integers (BIGINT in the store and its rollups, Python int in
   the books), never as floats; counter deltas from Prometheus are rounded once, per series, when they are read.
 - Prices are applied at report time. Records and counters hold tokens only; `ledger.yaml`'s

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from llm_fabric.errors import UsageError
-from llm_fabric.ledger.report.books import Books, ContributorLine, cents, contributor_ledger, draw_up
-from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.report.books import Books, ContributorLine, contributor_ledger, draw_up
+from llm_fabric.ledger.report.month_report import MonthReport, money, token_row
+from llm_fabric.ledger.report.statement import StatementInputs, contributor_statement
+from llm_fabric.ledger.store.engine_up import engine_up
 from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.promapi import PrometheusClient
@@ -36,10 +38,12 @@ class ReportInputs:
     records_format: RecordFormat = "auto"
     prometheus_url: str | None = None
     replica_owners: Mapping[tuple[str, str], str] | None = None
+    replica_gpus: Mapping[tuple[str, str], int] | None = None  # (deployment, index) -> GPUs, from the plan
     now: datetime | None = None
     temp_dir: Path | None = None
     store: Path | None = None  # the ledger store, read when no `records` are given and it exists
     from_records: bool = False  # compute from the stored records, not the rollups (the oracle; same figures)
+    statement: bool = True  # the contributor's statement (the exporter, which serves none of it, leaves it out)
 
 
 def replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
@@ -48,6 +52,14 @@ def replica_owners(plan_path: Path | None) -> dict[tuple[str, str], str] | None:
         return None
     plan = load_plan(plan_path)
     return {(r.deployment, str(r.index)): r.owner for r in plan.replicas}
+
+
+def replica_gpus(plan_path: Path | None) -> dict[tuple[str, str], int] | None:
+    """How many GPUs each replica (deployment, index) of the plan document holds; None without a plan."""
+    if plan_path is None:
+        return None
+    plan = load_plan(plan_path)
+    return {(r.deployment, str(r.index)): len(r.gpu_indices) for r in plan.replicas}
 
 
 def report_inputs(
@@ -66,6 +78,7 @@ def report_inputs(
         records_format=record_format(records_format),
         prometheus_url=prometheus_url,
         replica_owners=replica_owners(plan),
+        replica_gpus=replica_gpus(plan),
         store=store,
     )
 
@@ -81,23 +94,8 @@ class RecordOrigin:
     merged: tuple[dict[str, Any], ...] = ()  # duplicates merged on the month's days: file, reason, records
 
 
-def _money(value: Decimal | None) -> float | None:
-    return float(cents(value)) if value is not None else None
-
-
-def _token_row(tokens: Tokens) -> dict[str, Any]:
-    return {
-        "requests": tokens.requests,
-        "failed_requests": tokens.failed,
-        "input_tokens": tokens.input,
-        "cached_input_tokens": tokens.cached_input,
-        "output_tokens": tokens.output,
-        "input_output_ratio": tokens.input_output_ratio,
-    }
-
-
 def _usage_row(name: str, fig: UsageFigures) -> dict[str, Any]:
-    row = {"name": name, "source": fig.source, **_token_row(fig.tokens)}
+    row = {"name": name, "source": fig.source, **token_row(fig.tokens)}
     for p in PERCENTILES:
         row[f"prompt_p{p}"] = fig.prompt_percentiles.get(p)
     row.update(
@@ -233,12 +231,12 @@ def _contributor_row(line: ContributorLine) -> dict[str, Any]:
         "pooled_gpus": line.pooled_gpus,
         "lend_surplus": line.lend_surplus,
         "dedicated_deployments": line.dedicated_deployments,
-        "dedicated_usage": _token_row(line.dedicated_usage),
-        "dedicated_value": _money(line.dedicated_value),
-        "lent_to": {user: _token_row(t) for user, t in sorted(line.lent_usage.items())},
-        "lent_value": _money(line.lent_value),
-        "pool_usage": _token_row(line.pool_usage),
-        "served_on_hardware": _token_row(line.served_on_hardware) if line.served_on_hardware else None,
+        "dedicated_usage": token_row(line.dedicated_usage),
+        "dedicated_value": money(line.dedicated_value),
+        "lent_to": {user: token_row(t) for user, t in sorted(line.lent_usage.items())},
+        "lent_value": money(line.lent_value),
+        "pool_usage": token_row(line.pool_usage),
+        "served_on_hardware": token_row(line.served_on_hardware) if line.served_on_hardware else None,
     }
 
 
@@ -248,18 +246,18 @@ def _books_section(books: Books) -> dict[str, Any]:
         "price_lines": [
             {
                 "model": line.deployment,
-                "reference": _money(line.reference),
-                "commercial_with_cache": _money(line.commercial_with_cache),
-                "commercial_without_cache": _money(line.commercial_without_cache),
+                "reference": money(line.reference),
+                "commercial_with_cache": money(line.commercial_with_cache),
+                "commercial_without_cache": money(line.commercial_without_cache),
             }
             for line in books.lines
         ],
         "hardware": [
             {
                 "node": h.node,
-                "capex": _money(h.capex),
+                "capex": money(h.capex),
                 "days_in_service": h.days_in_service,
-                "monthly": _money(h.monthly),
+                "monthly": money(h.monthly),
             }
             for h in books.hardware
         ],
@@ -304,8 +302,8 @@ def unknown_in_records(site: SiteRepo, records: RecordUsage | None) -> dict[str,
     models = {n: f for n, f in records.by_model.items() if n not in site.deployments}
     tenants = {n: f for n, f in records.by_tenant.items() if n not in site.tenants}
     return {
-        "models": [{"name": n, **_token_row(f.tokens)} for n, f in sorted(models.items())],
-        "tenants": [{"name": n, **_token_row(f.tokens)} for n, f in sorted(tenants.items())],
+        "models": [{"name": n, **token_row(f.tokens)} for n, f in sorted(models.items())],
+        "tenants": [{"name": n, **token_row(f.tokens)} for n, f in sorted(tenants.items())],
     }
 
 
@@ -354,9 +352,11 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     month.require_begun(now)
     records, origin = record_usage(inputs, month, progress)
     engine = None
+    up = None
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
         engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
+        up = engine_up(client, month, until=now, progress=progress) if inputs.statement else None
     models = merge_models(records, engine)
     books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()}, now)
     pairs = records.by_model_tenant if records else {}
@@ -370,6 +370,15 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     for fig in models.values():
         total.add(fig.tokens)
     unknown = unknown_in_records(site, records)
+    statement, statement_gaps = (
+        contributor_statement(
+            site,
+            config,
+            StatementInputs(month, now, up, records.by_model_tenant if records else None, inputs.replica_gpus or {}),
+        )
+        if inputs.statement
+        else ([], [])
+    )
     return MonthReport.model_validate(
         {
             "federation": site.config.federation.display_name,
@@ -395,17 +404,19 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
                     "covered_until": f"{engine.covered_until:%Y-%m-%dT%H:%M:%SZ}",
                 },
             },
-            "totals": _token_row(total),
+            "totals": token_row(total),
             "usage_by_model": [_usage_row(n, f) for n, f in models.items()],
             "usage_by_tenant": [_usage_row(n, f) for n, f in sorted((records.by_tenant if records else {}).items())],
-            "daily": [{"day": d.isoformat(), "model": m, **_token_row(t)} for (m, d), t in sorted(daily.items())],
+            "daily": [{"day": d.isoformat(), "model": m, **token_row(t)} for (m, d), t in sorted(daily.items())],
             "books": _books_section(books),
             "contributors": [_contributor_row(c) for c in contributor_ledger(site, config, pairs, served)],
+            "statement": statement,
             "reconciliation": reconciliation(records, engine, config.drift_warning_pct),
             "drift_warning_pct": float(config.drift_warning_pct),
             "unknown_in_records": unknown,
             "data_gaps": data_gaps(month, now, records, engine, origin)
             + _unpriced_gaps(books.unpriced, set(site.deployments))
-            + _unknown_gaps(unknown),
+            + _unknown_gaps(unknown)
+            + statement_gaps,
         }
     )

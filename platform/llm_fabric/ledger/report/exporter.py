@@ -57,7 +57,9 @@ class FabricCollector(Collector):
         with self._lock:
             if self._report is None or time.monotonic() - self._refreshed >= self.refresh_s:
                 now = self.clock()
-                inputs = ReportInputs(**{**self.inputs.__dict__, "month": Month(now.year, now.month), "now": now})
+                # it serves no statement figure: no month of up series and git history read each refresh
+                month = Month(now.year, now.month)
+                inputs = ReportInputs(**{**self.inputs.__dict__, "month": month, "now": now, "statement": False})
                 try:
                     self._report = build_report(self.site, inputs)
                     self._ok = True

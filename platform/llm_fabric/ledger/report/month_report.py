@@ -7,11 +7,31 @@ keys. Money is in the ledger currency, rounded to cents only here, for display (
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from llm_fabric.basemodel import FabricModel
+from llm_fabric.ledger.report.books import cents
+from llm_fabric.ledger.store.usage import Tokens
+
+
+def money(value: Decimal | None) -> float | None:
+    """An amount as the document holds it: rounded to cents."""
+    return float(cents(value)) if value is not None else None
+
+
+def token_row(tokens: Tokens) -> dict[str, Any]:
+    """A `TokenRow`'s fields from integer token counts."""
+    return {
+        "requests": tokens.requests,
+        "failed_requests": tokens.failed,
+        "input_tokens": tokens.input,
+        "cached_input_tokens": tokens.cached_input,
+        "output_tokens": tokens.output,
+        "input_output_ratio": tokens.input_output_ratio,
+    }
 
 
 class _Row(FabricModel):
@@ -107,6 +127,63 @@ class ContributorRow(_Row):
     served_on_hardware: TokenRow | None
 
 
+class LentRow(TokenRow):
+    """What one other tenant used of a node, and its value at the reference prices."""
+
+    value: float | None
+
+
+class NodeDeploymentRow(_Row):
+    """One deployment's replicas on a node: GPU-hours up, and who used them (records, by up-time share)."""
+
+    deployment: str
+    dedicated_for_owner: bool
+    replicas: list[str]
+    up_hours: float
+    gpu_hours: float | None
+    share_of_deployment: float | None  # of the deployment's up-time, the part on this node
+    owner_usage: TokenRow | None
+    others_usage: TokenRow | None
+
+
+class StatusChangeRow(_Row):
+    at: str
+    status: str
+    commit: str | None
+
+
+class NodeStatementRow(_Row):
+    """The contributor's statement of one node for the month (docs/ledger.md, "The contributor's statement").
+
+    Hours: service + down = active (the manifest's status; service: an engine on it was up), and
+    active + cordoned + retired + not_enrolled = month_hours.
+    """
+
+    node: str
+    site: str
+    owner: str
+    gpu_model: str
+    gpus: int
+    month_hours: float
+    service_hours: float | None
+    down_hours: float | None
+    active_hours: float
+    cordoned_hours: float
+    retired_hours: float
+    not_enrolled_hours: float
+    status_changes: list[StatusChangeRow]
+    gpu_hours: float
+    serving_gpu_hours: float | None
+    idle_gpu_hours: float | None
+    deployments: list[NodeDeploymentRow]
+    owner_usage: TokenRow | None
+    owner_value: float | None
+    lent: TokenRow | None
+    lent_value: float | None
+    lent_to: dict[str, LentRow]
+    notes: list[str]
+
+
 class ReconciliationRow(_Row):
     model: str
     records_input_tokens: int
@@ -168,9 +245,31 @@ class MonthReport(_Row):
     daily: list[DailyRow]
     books: BooksSection
     contributors: list[ContributorRow]
+    statement: list[NodeStatementRow] = Field(default_factory=list)
     reconciliation: list[ReconciliationRow]
     drift_warning_pct: float
     unknown_in_records: UnknownInRecords = Field(default_factory=UnknownInRecords)
+    data_gaps: list[str]
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class OwnerReport(_Row):
+    """A contributor's own report (`fabric report --owner GROUP`, llm_fabric.ledger.report.owner_view)."""
+
+    federation: str
+    month: str
+    generated_at: str
+    currency: str
+    owner: str
+    owner_name: str
+    dedicated_gpus: int
+    contributor: ContributorRow | None
+    statement: list[NodeStatementRow]
+    lent_to: dict[str, LentRow]  # over all its nodes
+    lent_value: float | None
+    plan_shortfalls: list[str]
     data_gaps: list[str]
 
     def as_json(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.ledger.report import charts
-from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.report.month_report import MonthReport, NodeStatementRow, OwnerReport
 
 
 def _num(value: float | int | None) -> str:
@@ -37,6 +37,15 @@ def _drift(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.2f} %"
 
 
+def _hours(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.2f}"
+
+
+def _tokens(row: dict[str, Any] | None) -> str:
+    """A token row's input + output tokens."""
+    return "n/a" if row is None else _num(int(row["input_tokens"]) + int(row["output_tokens"]))
+
+
 def _env() -> Environment:
     env = Environment(
         loader=PackageLoader("llm_fabric.ledger.report", "templates"),
@@ -45,7 +54,7 @@ def _env() -> Environment:
         keep_trailing_newline=True,
         trim_blocks=False,
     )
-    env.filters.update(num=_num, money=_money, pct=_pct, ratio=_ratio, drift=_drift)
+    env.filters.update(num=_num, money=_money, pct=_pct, ratio=_ratio, drift=_drift, hours=_hours, tokens=_tokens)
     return env
 
 
@@ -104,7 +113,15 @@ def render_html(report: MonthReport) -> str:
     return _env().get_template("report.html.j2").render(r=_context(report), charts=_charts(report))
 
 
-def render_json(report: MonthReport) -> str:
+def render_owner_markdown(report: OwnerReport) -> str:
+    return _env().get_template("owner.md.j2").render(r=report.as_json())
+
+
+def render_owner_html(report: OwnerReport) -> str:
+    return _env().get_template("owner.html.j2").render(r=report.as_json())
+
+
+def render_json(report: MonthReport | OwnerReport) -> str:
     return json.dumps(report.as_json(), indent=2, sort_keys=True) + "\n"
 
 
@@ -125,6 +142,38 @@ class _Figure(FabricModel):
     value: str | float | None
 
 
+class _LentLine(FabricModel):
+    """One row of statement_lent.csv: what `tenant` used of `node` (lent by its owner) and its value."""
+
+    node: str
+    owner: str
+    tenant: str
+    requests: int
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+    value: float | None
+
+
+def statement_csvs(statement: Sequence[NodeStatementRow]) -> dict[str, str]:
+    """The contributor's statement: a row per node, and a row per (node, tenant it was lent to)."""
+    lent = [
+        _LentLine(
+            node=n.node,
+            owner=n.owner,
+            tenant=tenant,
+            requests=row.requests,
+            input_tokens=row.input_tokens,
+            cached_input_tokens=row.cached_input_tokens,
+            output_tokens=row.output_tokens,
+            value=row.value,
+        )
+        for n in statement
+        for tenant, row in n.lent_to.items()
+    ]
+    return {"statement.csv": _csv(statement), "statement_lent.csv": _csv(lent)}
+
+
 def render_csvs(report: MonthReport) -> dict[str, str]:
     books = report.books
     figures = books.model_dump(mode="json")
@@ -139,4 +188,5 @@ def render_csvs(report: MonthReport) -> dict[str, str]:
         "contributors.csv": _csv(report.contributors),
         "reconciliation.csv": _csv(report.reconciliation),
         "merged_duplicates.csv": _csv(report.sources.records.merged_duplicates if report.sources.records else []),
+        **statement_csvs(report.statement),
     }
