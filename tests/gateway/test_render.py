@@ -294,3 +294,22 @@ def test_the_reference_federation_renders_each_site_only_its_own_objects(site_re
     assert at_brno == {"gpt-oss-120b@public~vienna", "gpt-oss-120b@internal~vienna"}
     # Vienna's gateway takes no sensitive data: no group of that class there
     assert not [e for e in entries("vienna") if "@sensitive" in e["model_name"]]
+
+
+def test_the_pulumi_stack_of_each_site_registers_its_own_gateway(site_and_plan: tuple[Path, Path]) -> None:
+    """Vienna's serving stack (the real Pulumi SDK, mocks) holds Vienna's gateway, built for Vienna: it relays to
+    Brno's gateway and takes no sensitive data."""
+    from tests.deploy.test_pulumi_stacks import kubernetes, run_stack
+
+    from llm_fabric.deploy.build import load_inputs
+    from llm_fabric.deploy.options import StackOptions
+
+    repo, plan = site_and_plan
+    inputs = load_inputs(StackOptions(site_repo=repo, site="vienna"), site=load_site(repo), plan=load_plan(plan))
+    registered = kubernetes(run_stack("serving", inputs))
+    assert {"Deployment/fabric-gateway", "ConfigMap/fabric-gateway", "Service/fabric-gateway"} <= set(registered)
+    settings = json.loads(registered["ConfigMap/fabric-gateway"]["data"]["fabric-gateway.json"])
+    assert settings["site"] == "vienna" and settings["entry_sites"]["sensitive"] == ["brno"]
+    config = yaml.safe_load(registered["ConfigMap/fabric-gateway"]["data"]["litellm-config.yaml"])
+    relays = {m["litellm_params"]["api_base"] for m in config["model_list"] if m["model_info"].get("fabric_relay")}
+    assert relays == {"http://gateway.brno.example/v1"}
