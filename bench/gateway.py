@@ -94,7 +94,7 @@ def main() -> None:
     site = load_site(repo)
     plan = load_plan(root / "planner.json")  # the planner's own: capacities far above the bench's load
     files = build_gateway(
-        site, plan, site_id=gateway_site(site, None), endpoints={(MODEL, None): backend.url}, local=True
+        site, plan, site_id=gateway_site(site, "brno"), endpoints={(MODEL, None): backend.url}, local=True
     )
     hooks_dir, plain_dir = root / "hooks", root / "plain"
     write_gateway_files(files, hooks_dir)

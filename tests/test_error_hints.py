@@ -183,10 +183,10 @@ CASES = [
     ),
     Case(
         "gateway config: a tenant without a key (a note)",
-        "fabric gateway config -C site --out gw",
+        "fabric gateway config -C site --site brno --out gw",
         0,
         "tenant `cerit-sc` has no key: `fabric tenants key issue cerit-sc -C site`",
-        "fabric gateway config -C site --out gw | grep -c 'tenant `cerit-sc` has no key' | grep -qx 0",
+        "fabric gateway config -C site --site brno --out gw | grep -c 'tenant `cerit-sc` has no key' | grep -qx 0",
         fills={},
     ),
     Case(

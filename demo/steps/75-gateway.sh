@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The request path, live: tenants call the real vLLM (CPU, tiny model) through the real LiteLLM gateway that
 # `fabric gateway run` generates from the site repo and the plan. The federation is the reference one (brno, CZ;
-# vienna, AT) with a replica of qwen3-5 added at vienna (here the same local engine stands in for both sites).
+# vienna, AT) with a replica of qwen3-5 added at vienna; the demo runs Brno's gateway (each site runs its own).
 # One tenant is throttled (429 + Retry-After), the sensitive tenant only ever reaches the CZ replica, and the
 # month's report shows usage per tenant from the gateway's meter. Skipped without `make engine` and `make gateway`.
 set -euo pipefail
@@ -44,9 +44,9 @@ echo "\$ fabric engine run --model qwen3.5 --local --port $engine_port   (in the
 "$FABRIC" engine run --model qwen3.5 --local --port "$engine_port" --run-dir "$out/engine" --timeout 300 \
   >"$out/engine-run.out" 2>&1 &
 pids+=($!)
-echo "\$ fabric gateway run -C $site --plan plan.json --port $gw_port --endpoint qwen3-5@brno=... --endpoint qwen3-5@vienna=... --records $records"
-"$FABRIC" gateway run -C "$site" --plan "$out/plan.json" --port "$gw_port" --run-dir "$out/gateway-run" \
-  --endpoint "qwen3-5@brno=http://127.0.0.1:$engine_port/v1" --endpoint "qwen3-5@vienna=http://127.0.0.1:$engine_port/v1" \
+echo "\$ fabric gateway run -C $site --plan plan.json --site brno --port $gw_port --endpoint qwen3-5=... --records $records"
+"$FABRIC" gateway run -C "$site" --plan "$out/plan.json" --site brno --port "$gw_port" --run-dir "$out/gateway-run" \
+  --endpoint "qwen3-5=http://127.0.0.1:$engine_port/v1" \
   --records "$records" >"$out/gateway-run.out" 2>&1 &
 pids+=($!)
 "$PYTHON" - "$engine_port" "$gw_port" <<'PY'

@@ -116,7 +116,7 @@ def test_network_policy_allows_dns_and_only_the_sites_cidrs(reference_inputs: St
     policy = kubernetes(run_stack("serving", reference_inputs))["NetworkPolicy/llm-fabric-serving-egress"]
     assert policy["spec"]["policyTypes"] == ["Egress"]
     assert {p["port"] for p in policy["spec"]["egress"][0]["ports"]} == {53}
-    # brno allows the Vienna site's inference ingress (the gateway reaches the replicas there)
+    # brno allows the Vienna site's ingress (Brno's gateway relays to Vienna's gateway there)
     assert policy["spec"]["egress"][1:] == [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}]
     fabric = (reference_inputs.site.root / "fabric.yaml").read_text()
     closed = edited_site({"fabric.yaml": fabric.replace("- 192.0.2.0/24", "[]")})

@@ -24,8 +24,10 @@ from tests.fixtures.engine import ENGINE_RECIPE
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
 
 from llm_fabric.engine.local.server import LocalEngine, free_port
+from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+TEST_PEER_KEY = "fpk-test-federation-peer-key"
 GATEWAY_VENV_PYTHON = REPO_ROOT / ".venv-gateway" / "bin" / "python"
 START_TIMEOUT = 120.0
 
@@ -108,14 +110,27 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], externals: list[str]) -> Iterator[str]:
-    """`fabric gateway run` as a subprocess (the real command); yields its URL, stops it by its process group."""
-    port = free_port()
+def running_gateway(
+    repo: Path,
+    plan: Path,
+    root: Path,
+    endpoints: list[str],
+    externals: list[str],
+    *,
+    site: str = "brno",
+    peers: tuple[str, ...] = (),
+    port: int | None = None,
+) -> Iterator[str]:
+    """`fabric gateway run --site SITE` as a subprocess (the real command); yields its URL, stops it by its process
+    group. Every gateway a test starts has the same peer key, so they may relay to each other (`peers`)."""
+    port = port or free_port()
     log = root / "gateway-run.log"
     argv = [
         str(Path(sys.executable).parent / "fabric"),
         "gateway",
         "run",
+        "--site",
+        site,
         "-C",
         str(repo),
         "--plan",
@@ -128,13 +143,14 @@ def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], ex
         str(root / "run"),
     ]
     argv += [a for e in endpoints for a in ("--endpoint", e)] + [a for e in externals for a in ("--external", e)]
+    argv += [a for p in peers for a in ("--peer", p)]
     with log.open("wb") as out:
         process = subprocess.Popen(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key"},
+            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY},
         )
     try:
         wait_ready(f"http://127.0.0.1:{port}", process, log)
@@ -156,7 +172,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 
 @contextlib.contextmanager
 def gateway_with_backends(root: Path) -> Iterator[Gateway]:
-    """The test federation's gateway in front of fresh recording backends (brno, vienna, the external cloud)."""
+    """Brno's gateway in front of fresh recording backends: brno's engines, vienna (a backend standing in for
+    Vienna's gateway, which Brno's relays to) and the external cloud."""
     require_gateway()
     repo = make_gateway_site(root / "site")
     plan = make_gateway_plan(repo, root)
@@ -164,13 +181,10 @@ def gateway_with_backends(root: Path) -> Iterator[Gateway]:
     backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True), "cloud": Backend("cloud", False)}
     for backend in backends.values():
         backend.start()
-    endpoints = [
-        f"qwen3-5@brno={backends['brno'].url}",
-        f"qwen3-5@vienna={backends['vienna'].url}",
-        f"qwen3-5-122b={backends['brno'].url}",
-    ]
+    endpoints = [f"qwen3-5={backends['brno'].url}", f"qwen3-5-122b={backends['brno'].url}"]
+    externals, peers = [f"cloud={backends['cloud'].url}"], (f"vienna={backends['vienna'].url}",)
     try:
-        with running_gateway(repo, plan, root, endpoints, [f"cloud={backends['cloud'].url}"]) as url:
+        with running_gateway(repo, plan, root, endpoints, externals, peers=peers) as url:
             yield Gateway(url, keys, root / "records", repo, plan, backends)
     finally:
         for backend in backends.values():

@@ -21,7 +21,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, objec
     plan = make_gateway_plan(repo, root)
     issue_keys(repo)
     out = root / "out"
-    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(out)]) == 0
+    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--site", "brno", "--out", str(out)]) == 0
     config = yaml.safe_load((out / "litellm-config.yaml").read_text())
     return config, load_settings(out / "fabric-gateway.json"), out
 
@@ -34,21 +34,41 @@ def test_a_group_per_deployment_and_class_holds_only_allowed_sites(generated) ->
     config, settings, _ = generated
     # sensitive data may be processed only in CZ (the example's policy): vienna (AT) is not in its group
     assert settings.groups["qwen3-5@sensitive"].sites == ["brno"]
-    assert sorted(settings.groups["qwen3-5@public"].sites) == ["brno", "vienna"]
+    assert settings.groups["qwen3-5@public"].sites == ["brno"]  # its own site's replicas first
     assert [m["model_info"]["fabric_site"] for m in _entries(config, "qwen3-5@sensitive")] == ["brno"]
-    assert {m["litellm_params"]["api_base"] for m in _entries(config, "qwen3-5@public")} == {
-        "http://qwen3-5.llm-fabric.svc.cluster.local:80/v1",
-        "http://qwen3-5.vienna.example/v1",
-    }
+    assert [m["litellm_params"]["api_base"] for m in _entries(config, "qwen3-5@public")] == [
+        "http://qwen3-5.llm-fabric.svc.cluster.local:80/v1"
+    ]
+    # vienna only through Vienna's gateway (gateway.sites.vienna.url), asked for the same group, with the peer key
+    assert settings.groups["qwen3-5@public~vienna"].sites == ["vienna"]
+    (relay,) = _entries(config, "qwen3-5@public~vienna")
+    assert relay["litellm_params"]["api_base"] == "http://gateway.vienna.example/v1"
+    assert relay["litellm_params"]["model"] == "hosted_vllm/qwen3-5@public"
+    assert relay["litellm_params"]["api_key"] == "os.environ/FABRIC_GATEWAY_PEER_KEY"
+    assert relay["model_info"]["fabric_relay"] == "vienna"
+    assert not [
+        m
+        for m in config["model_list"]
+        if "vienna.example" in m["litellm_params"]["api_base"]  # type: ignore[union-attr, index]
+        and "gateway." not in m["litellm_params"]["api_base"]
+    ]  # type: ignore[index]
 
 
 def test_only_classes_that_allow_it_fall_back_to_the_external_provider(generated) -> None:  # type: ignore[no-untyped-def]
     config, settings, _ = generated
-    assert settings.groups["qwen3-5@public"].fallbacks == ["external-cloud"]
-    assert settings.groups["qwen3-5@internal"].fallbacks == []
-    assert settings.groups["qwen3-5@sensitive"].fallbacks == []
+    # first the other sites the class's rule allows (through their gateways), then the providers that take it
+    assert settings.groups["qwen3-5@public"].fallbacks == ["qwen3-5@public~vienna", "external-cloud"]
+    assert settings.groups["qwen3-5@internal"].fallbacks == ["qwen3-5@internal~vienna"]
+    assert settings.groups["qwen3-5@sensitive"].fallbacks == []  # CZ only: no other site, no provider
     fallbacks = config["router_settings"]["fallbacks"]  # type: ignore[index]
-    assert all(set(f) <= {g for g, s in settings.groups.items() if s.data_class == "public"} for f in fallbacks)
+    externals = {f for chain in fallbacks for targets in chain.values() for f in targets if f.startswith("external-")}
+    assert externals == {"external-cloud"}
+    assert all(
+        settings.groups[g].data_class == "public"
+        for chain in fallbacks
+        for g, t in chain.items()
+        if "external-cloud" in t
+    )
     cloud = _entries(config, "external-cloud")[0]
     assert cloud["litellm_params"]["api_key"] == "os.environ/CLOUD_API_KEY"
 
@@ -75,7 +95,11 @@ def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # t
     shared = settings.deployments["qwen3-5"]
     assert (shared.capacity, shared.owner, shared.priority_scheduling) == (8, None, False)
     assert shared.owner_fields == shared.pool_fields == {}  # vLLM without priority scheduling: nothing to send
-    per_site = [m["litellm_params"]["max_parallel_requests"] for m in _entries(config, "qwen3-5@public")]
+    per_site = [
+        m["litellm_params"]["max_parallel_requests"]
+        for g in ("qwen3-5@public", "qwen3-5@public~vienna")
+        for m in _entries(config, g)
+    ]
     assert per_site == [4, 4]  # 8 sessions over two replicas, one per site
 
 
@@ -94,10 +118,61 @@ def test_settings_that_are_not_the_gateways_are_a_clear_error(tmp_path: Path) ->
 
 
 def test_an_unknown_site_in_the_gateway_section_names_the_field(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    edit_yaml(site_repo / "fabric.yaml", lambda d: d["gateway"].update(site="nowhere"))
+    edit_yaml(site_repo / "fabric.yaml", lambda d: d["gateway"].update(sites={"nowhere": {}}))
     assert main(["gateway", "config", "-C", str(site_repo), "--out", str(site_repo.parent / "gw")]) == 2
     err = capsys.readouterr().err
-    assert "fabric.yaml" in err and "nowhere" in err
+    assert "fabric.yaml" in err and "gateway names unknown site(s) nowhere" in err
+
+
+def test_a_site_repo_with_the_one_federation_gateway_is_told_what_to_write(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """An old fabric.yaml (one gateway at `gateway.site`, other sites' engines at `remote_endpoints`) is refused,
+    naming both fields and what replaces them: its URLs point at engines, which no gateway may reach directly."""
+    old = {"site": "brno", "remote_endpoints": {"vienna": "https://{deployment}.llm.vsc.example/v1"}}
+    edit_yaml(site_repo / "fabric.yaml", lambda d: d.update(gateway=old))
+    assert main(["validate", "-C", str(site_repo)]) == 2
+    err = "".join(capsys.readouterr())
+    assert "fabric.yaml:" in err and "gateway: `gateway.site` is gone: every site now runs its own gateway" in err
+    assert "write `gateway.sites.vienna.url: <vienna's gateway>/v1` in its place" in err
+
+
+def test_vienna_s_gateway_takes_no_sensitive_data(tmp_path: Path) -> None:
+    """A request enters only at a gateway in a jurisdiction its class allows: Vienna (AT) admits public and internal
+    data, serves what it has, relays the rest to Brno's gateway, and names Brno's gateway to a sensitive request."""
+    from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.gateway.runtime.policy import Denial, route
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.trust.sites import load_trusted_site
+
+    repo = make_gateway_site(tmp_path / "site")
+    plan = load_plan(make_gateway_plan(repo, tmp_path))
+    files = build_gateway(load_trusted_site(repo), plan, site_id="vienna")
+    assert not [g for g, spec in files.settings.groups.items() if spec.data_class == "sensitive"]
+    assert "`sensitive` data does not enter at vienna: its sovereignty rule does not allow the site" in files.notes
+    assert files.settings.groups["qwen3-5@public"].sites == ["vienna"]
+    assert files.settings.groups["qwen3-5@public"].fallbacks == ["qwen3-5@public~brno", "external-cloud"]
+    # qwen3-5-122b has no replica in Vienna: Brno's gateway serves it, and nothing else may
+    assert files.settings.groups["qwen3-5-122b@internal"].sites == ["brno"]
+    assert files.settings.groups["qwen3-5-122b@internal"].fallbacks == []
+    (entry,) = [m for m in files.litellm["model_list"] if m["model_name"] == "qwen3-5-122b@internal"]
+    assert entry["litellm_params"]["api_base"] == "http://gateway.brno.example/v1"
+    denied = route(files.settings, "fnusa-clinical", "qwen3-5", None)
+    assert denied == Denial(
+        403,
+        "`sensitive` data may not enter the gateway at `vienna`: its sovereignty rule does not allow the site; "
+        "send it to the gateway at brno",
+    )
+
+
+def test_validate_refuses_a_class_without_a_gateway_it_may_enter(site_repo: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    edit_yaml(site_repo / "fabric.yaml", lambda d: d.update(gateway={"sites": {"vienna": {"url": "https://gw.at/v1"}}}))
+    assert main(["validate", "-C", str(site_repo)]) == 3
+    text = "".join(capsys.readouterr())
+    assert "fabric.yaml:" in text and "gateway.sites" in text
+    assert (
+        "no gateway may take `sensitive` data: it runs at vienna, where its sovereignty rule keeps that data out "
+        "(`sensitive` data may be processed only in CZ; site `vienna` is in AT)"
+    ) in text
+    assert "run a gateway at brno: add `brno:` under gateway.sites, with its url" in text
 
 
 def test_a_replica_on_an_altered_node_manifest_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -105,7 +180,8 @@ def test_a_replica_on_an_altered_node_manifest_is_refused(tmp_path: Path, capsys
     plan = make_gateway_plan(repo, tmp_path)
     node = repo / "nodes" / "vienna-01.yaml"
     node.write_text(node.read_text().replace("count: 8", "count: 7"))  # a claim changed after signing
-    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path / "out")]) == 3
+    out = str(tmp_path / "out")
+    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--site", "brno", "--out", out]) == 3
     err = capsys.readouterr().err
     assert "vienna-01" in err and "signature does not match" in err
 

@@ -6,7 +6,10 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.gateway.conftest import Gateway
+import pytest
+from tests.gateway.conftest import TEST_PEER_KEY, Gateway
+
+from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 
 
 def test_a_tenant_key_is_served_and_an_unknown_key_is_401(gateway: Gateway) -> None:
@@ -315,14 +318,18 @@ def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway
     from llm_fabric.site.loader import load_site
 
     brno, vienna = gateway.backends["brno"], gateway.backends["vienna"]
-    endpoints = {("qwen3-5", "brno"): brno.url, ("qwen3-5", "vienna"): vienna.url}
     files = build_gateway(
-        load_site(gateway.site_repo), load_plan(gateway.plan), site_id="brno", endpoints=endpoints, local=True
+        load_site(gateway.site_repo),
+        load_plan(gateway.plan),
+        site_id="brno",
+        endpoints={("qwen3-5", None): brno.url},
+        peers={"vienna": vienna.url},
+        local=True,
     )
     foreign = next(
         m
         for m in files.litellm["model_list"]
-        if m["model_name"] == "qwen3-5@public" and m["model_info"]["fabric_site"] == "vienna"
+        if m["model_name"] == "qwen3-5@public~vienna" and m["model_info"]["fabric_site"] == "vienna"
     )
     rogue = copy.deepcopy(foreign)
     rogue["model_name"] = "qwen3-5@sensitive"
@@ -347,11 +354,11 @@ TWO = ("fnusa-clinical", "muni-researchers")
 
 
 def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
-    gateway: Gateway, tmp_path: Path
+    gateway: Gateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With `routing: inference-extension`, the gateway's own site is the inference Gateway (a recording backend
-    stands in for it here): the real proxy names the deployment in the header the HTTPRoutes match; the
-    entries of the other site (vienna, reached directly) carry no such header."""
+    stands in for it here): the real proxy names the deployment in the header the HTTPRoutes match; a relay to
+    the other site's gateway (vienna's, when brno's engine fails) carries no such header."""
     import shutil
 
     from tests.fixtures.gateway_site import edit_yaml
@@ -365,25 +372,42 @@ def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
     shutil.copytree(gateway.site_repo, repo)
     edit_yaml(repo / "fabric.yaml", lambda d: d["gateway"].update(routing="inference-extension"))
     brno, vienna = gateway.backends["brno"], gateway.backends["vienna"]
-    endpoints = {("qwen3-5", "brno"): brno.url, ("qwen3-5", "vienna"): vienna.url}
-    files = build_gateway(load_site(repo), load_plan(gateway.plan), site_id="brno", endpoints=endpoints, local=True)
+    files = build_gateway(
+        load_site(repo),
+        load_plan(gateway.plan),
+        site_id="brno",
+        endpoints={("qwen3-5", None): brno.url},
+        peers={"vienna": vienna.url},
+        local=True,
+    )
     write_gateway_files(files, tmp_path / "gw")
+    monkeypatch.setenv(PEER_KEY_ENV, TEST_PEER_KEY)
     proxy = start_gateway(tmp_path / "gw", tmp_path / "requests.jsonl")
     try:
         proxy.wait_healthy(120)
         other = Gateway(
             proxy.base_url, gateway.keys, tmp_path / "requests.jsonl", gateway.site_repo, gateway.plan, gateway.backends
         )
-        # the sensitive tenant's requests stay in brno; the pool tenant's may go to either site
+        # both tenants' requests are served at brno, the gateway's own site
         statuses = [other.chat(t, "qwen3-5", f"gie{i} tenant:{t}")[0] for t in TWO for i in range(6)]
+        # brno's engine fails this one: the internal request goes on to vienna's gateway
+        relayed = other.chat("muni-researchers", "qwen3-5", "fail gie-relay tenant:muni-researchers")
     finally:
         proxy.stop()
     assert statuses == [200] * 12
     at_brno = [r for r in brno.served() if "gie" in r["text"]]
-    at_vienna = [r for r in vienna.served() if "gie" in r["text"]]
-    assert len([r for r in at_brno if r["tenant"] == "fnusa-clinical"]) == 6 and len(at_brno) + len(at_vienna) == 12
-    assert all(r["headers"].get(MODEL_HEADER.lower()) == "qwen3-5" for r in at_brno)
-    assert all(MODEL_HEADER.lower() not in r["headers"] for r in at_vienna)
+    assert len([r for r in at_brno if r["status"] == 200]) == 12
+    assert all(
+        r["body"] and r.get("headers", {}).get(MODEL_HEADER.lower()) == "qwen3-5" for r in at_brno if r["status"] == 200
+    )
+    at_vienna = [r for r in vienna.served() if "gie-relay" in r["text"]]
+    assert relayed[0] == 503 and len(at_vienna) == 1  # the stand-in fails on `fail` too; it was asked once
+    assert MODEL_HEADER.lower() not in at_vienna[0]["headers"]
+    # a relay names the tenant, the class and the entry site, with the federation's peer key
+    assert at_vienna[0]["headers"]["x-fabric-tenant"] == "muni-researchers"
+    assert at_vienna[0]["headers"]["x-fabric-data-class"] == "internal"
+    assert at_vienna[0]["headers"]["x-fabric-entry-site"] == "brno"
+    assert at_vienna[0]["headers"]["authorization"] == f"Bearer {TEST_PEER_KEY}"
 
 
 def test_engine_only_fields_never_reach_an_external_provider(gateway: Gateway) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -183,11 +184,15 @@ def test_the_pulumi_stack_registers_the_pickers_it_renders(site_and_plan: tuple[
     assert {"kubernetes:rbac.authorization.k8s.io/v1:Role", "kubernetes:apps/v1:Deployment"} <= types
 
 
-def test_only_the_gateways_site_runs_it(site_and_plan: tuple[Path, Path]) -> None:
+def test_every_site_that_gateway_sites_lists_runs_its_own(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
     repo, plan = site_and_plan
     site, placed = load_site(repo), load_plan(plan)
-    assert build_gateway_bundles(site, placed, "vienna", "llm-fabric") == []
+    assert build_gateway_bundles(site, placed, "vienna", "llm-fabric")
     assert build_gateway_bundles(site, placed, "brno", "llm-fabric")
+    copy = tmp_path / "site"
+    shutil.copytree(repo, copy)
+    edit_yaml(copy / "fabric.yaml", lambda d: d["gateway"].update(sites={"brno": {}}))
+    assert build_gateway_bundles(load_site(copy), placed, "vienna", "llm-fabric") == []
 
 
 def test_all_sites_render_one_folder_each_with_its_own_flux_source(tmp_path: Path) -> None:
@@ -227,8 +232,10 @@ def test_all_sites_render_one_folder_each_with_its_own_flux_source(tmp_path: Pat
         assert sync["spec"]["path"] == f"./deploy/{site}"
     assert placed["vienna"] == {"qwen3-5-1"}
     assert "qwen3-5-1" not in placed["brno"] and "qwen3-5-0" in placed["brno"]
-    assert (out / "brno" / "serving" / "deployment-fabric-gateway.yaml").is_file()
-    assert not (out / "vienna" / "serving" / "deployment-fabric-gateway.yaml").exists()
+    for site in ("brno", "vienna"):  # a gateway per site, with the federation's peer key for relays
+        gateway = yaml.safe_load((out / site / "serving" / "deployment-fabric-gateway.yaml").read_text())
+        env = {e["name"]: e for e in gateway["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["FABRIC_GATEWAY_PEER_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "fabric-gateway-peer-key"
 
 
 def test_site_and_all_sites_exclude_each_other(site_and_plan: tuple[Path, Path], tmp_path: Path) -> None:
@@ -270,9 +277,39 @@ def test_the_reference_federation_renders_each_site_only_its_own_objects(site_re
     for replica in plan.replicas:
         if "sensitive" in site.deployments[replica.deployment].data_classes:
             assert site.config.sites[replica.site].jurisdiction.country == "CZ", replica
-    # the gateway runs in Brno only and reaches Vienna's replica through gateway.remote_endpoints
-    assert not list((out / "vienna").rglob("*fabric-gateway*"))
-    config = yaml.safe_load((out / "brno" / "serving" / "configmap-fabric-gateway.yaml").read_text())
-    entries = yaml.safe_load(config["data"]["litellm-config.yaml"])["model_list"]
-    vienna = {e["model_name"] for e in entries if e["model_info"].get("fabric_site") == "vienna"}
-    assert vienna == {"gpt-oss-120b@public", "gpt-oss-120b@internal"}
+
+    # one gateway per site; each reaches the other site's replicas only through that site's gateway
+    def entries(at: str) -> list[dict[str, Any]]:
+        config = yaml.safe_load((out / at / "serving" / "configmap-fabric-gateway.yaml").read_text())
+        return yaml.safe_load(config["data"]["litellm-config.yaml"])["model_list"]  # type: ignore[no-any-return]
+
+    urls = {"brno": "https://gateway.llm.cerit-sc.example/v1", "vienna": "https://gateway.llm.vsc.example/v1"}
+    for here, other in (("brno", "vienna"), ("vienna", "brno")):
+        listed = entries(here)
+        remote = [e for e in listed if e["model_info"].get("fabric_site") == other]
+        assert remote and all(e["litellm_params"]["api_base"] == urls[other] for e in remote), here
+        local = [e for e in listed if e["model_info"].get("fabric_site") == here]
+        assert all(".svc.cluster.local" in e["litellm_params"]["api_base"] for e in local), here
+    at_brno = {e["model_name"] for e in entries("brno") if e["model_info"].get("fabric_site") == "vienna"}
+    assert at_brno == {"gpt-oss-120b@public~vienna", "gpt-oss-120b@internal~vienna"}
+    # Vienna's gateway takes no sensitive data: no group of that class there
+    assert not [e for e in entries("vienna") if "@sensitive" in e["model_name"]]
+
+
+def test_the_pulumi_stack_of_each_site_registers_its_own_gateway(site_and_plan: tuple[Path, Path]) -> None:
+    """Vienna's serving stack (the real Pulumi SDK, mocks) holds Vienna's gateway, built for Vienna: it relays to
+    Brno's gateway and takes no sensitive data."""
+    from tests.deploy.test_pulumi_stacks import kubernetes, run_stack
+
+    from llm_fabric.deploy.build import load_inputs
+    from llm_fabric.deploy.options import StackOptions
+
+    repo, plan = site_and_plan
+    inputs = load_inputs(StackOptions(site_repo=repo, site="vienna"), site=load_site(repo), plan=load_plan(plan))
+    registered = kubernetes(run_stack("serving", inputs))
+    assert {"Deployment/fabric-gateway", "ConfigMap/fabric-gateway", "Service/fabric-gateway"} <= set(registered)
+    settings = json.loads(registered["ConfigMap/fabric-gateway"]["data"]["fabric-gateway.json"])
+    assert settings["site"] == "vienna" and settings["entry_sites"]["sensitive"] == ["brno"]
+    config = yaml.safe_load(registered["ConfigMap/fabric-gateway"]["data"]["litellm-config.yaml"])
+    relays = {m["litellm_params"]["api_base"] for m in config["model_list"] if m["model_info"].get("fabric_relay")}
+    assert relays == {"http://gateway.brno.example/v1"}

@@ -42,7 +42,8 @@ class Federation:
     def argv(self, port: int, *, run_dir: str = "./run/gw", records: str = "./records") -> list[str]:
         # relative --run-dir and --records on purpose: both are resolved against the fabric's folder
         return [
-            FABRIC, "gateway", "run", "-C", str(self.repo), "--plan", str(self.plan), "--port", str(port),
+            FABRIC, "gateway", "run", "--site", "brno", "-C", str(self.repo), "--plan", str(self.plan),
+            "--port", str(port),
             "--endpoint", "qwen3-5=http://127.0.0.1:9/v1", "--records", records, "--run-dir", run_dir,
         ]  # fmt: skip
 

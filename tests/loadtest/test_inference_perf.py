@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from llm_fabric.cli.main import main
 from llm_fabric.loadtest.from_plan import STAGE_SHARES
 from llm_fabric.loadtest.inference_perf import Distribution, InferencePerfConfig
 from llm_fabric.plan.document import Plan, load_plan
-from tests.fixtures.gateway_site import make_gateway_plan, make_gateway_site
+from tests.fixtures.gateway_site import edit_yaml, make_gateway_plan, make_gateway_site
 
 PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
 Z95 = 1.6448536269514722
@@ -38,7 +39,7 @@ def run(args: list[str]) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Plan, Path]:
     root = tmp_path_factory.mktemp("bench")
-    repo = make_gateway_site(root / "site")  # cerit-sc with a gateway at brno and a second site
+    repo = make_gateway_site(root / "site")  # cerit-sc: two sites, a gateway at each
     plan_file = make_gateway_plan(repo, root)
     return repo, load_plan(plan_file), plan_file
 
@@ -138,6 +139,10 @@ def test_what_cannot_be_benchmarked_is_refused(planned: tuple[Path, Plan, Path],
     assert code == 2 and "2 sites" in text  # brno and vienna: which cluster?
     code, text = run([*base, "--site", "brno", "--deployment", "glm-5-1", *common])
     assert code == 2 and "no replica of `glm-5-1` at site `brno`" in text
-    code, text = run([*base, "--site", "vienna", "--via", "gateway", *common])
+    assert not list(tmp_path.iterdir())
+    brno_only = tmp_path.parent / "brno-only"  # a federation whose gateway runs in Brno only
+    shutil.copytree(repo, brno_only)
+    edit_yaml(brno_only / "fabric.yaml", lambda d: d["gateway"].update(sites={"brno": {}}))
+    code, text = run([*base[:2], str(brno_only), *base[3:], "--site", "vienna", "--via", "gateway", *common])
     assert code == 2 and "runs no tenant gateway" in text
     assert not list(tmp_path.iterdir())

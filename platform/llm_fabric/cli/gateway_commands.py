@@ -59,8 +59,9 @@ def gateway_group() -> None:
 
     \b
     Examples:
-      fabric gateway config -C ./site --plan plan.json --out ./gateway
-      fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 --records ./records
+      fabric gateway config -C ./site --plan plan.json --site brno --out ./gateway
+      fabric gateway run -C ./site --plan plan.json --site brno --endpoint qwen3-5=http://127.0.0.1:8000/v1 \
+        --peer vienna=http://127.0.0.1:4001/v1 --records ./records
     """
 
 
@@ -68,7 +69,10 @@ def gateway_group() -> None:
 @site_repo_option()
 @_plan_option
 @click.option(
-    "--site", "site_name", metavar="NAME", help="Site whose cluster runs the gateway (default: gateway.site)."
+    "--site",
+    "site_name",
+    metavar="NAME",
+    help="Site whose gateway to build (every site runs its own; default: the only one).",
 )
 @click.option(
     "--out",
@@ -86,7 +90,7 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
 
     \b
     Example:
-      fabric gateway config -C ./site --plan plan.json --out ./gateway
+      fabric gateway config -C ./site --plan plan.json --site brno --out ./gateway
     """
     from llm_fabric.gateway.config import gateway_for
     from llm_fabric.gateway.run import write_gateway_files
@@ -106,7 +110,9 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
 @gateway_group.command("run")
 @site_repo_option()
 @_plan_option
-@click.option("--site", "site_name", metavar="NAME", help="Site the gateway stands in for (default: gateway.site).")
+@click.option(
+    "--site", "site_name", metavar="NAME", help="Site whose gateway this stands in for (default: the only one)."
+)
 @click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1 (default: a free one).")
 @click.option(
     "--endpoint",
@@ -114,7 +120,15 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
     multiple=True,
     metavar="DEPLOYMENT[@SITE]=URL",
     required=True,
-    help="A local engine in place of a deployment's replicas (at SITE); repeatable.",
+    help="A local engine in place of a deployment's replicas at this gateway's site; repeatable.",
+)
+@click.option(
+    "--peer",
+    "peers",
+    multiple=True,
+    metavar="SITE=URL",
+    help="Another site's gateway (its /v1 URL) in place of gateway.sites.SITE.url; repeatable. Relays carry "
+    "$FABRIC_GATEWAY_PEER_KEY: give every local gateway the same.",
 )
 @click.option(
     "--external",
@@ -138,6 +152,7 @@ def run_command(
     site_name: str | None,
     port: int | None,
     endpoints: tuple[str, ...],
+    peers: tuple[str, ...],
     externals: tuple[str, ...],
     records: Path,
     run_dir: Path | None,
@@ -148,11 +163,11 @@ def run_command(
     Serves until Ctrl-C, SIGTERM, SIGHUP or a closed stdout, each of which stops the proxy; the proxy
     also dies with fabric (a parent-death signal). A --port already taken is refused (exit 2); a proxy
     that exits by itself ends fabric with an error naming its exit code. Only the deployments given
-    with --endpoint are routed.
+    with --endpoint (this site's) and --peer (other sites' gateways) are routed.
 
     \b
     Example:
-      fabric gateway run -C ./site --plan plan.json --endpoint qwen3-5=http://127.0.0.1:8000/v1 \\
+      fabric gateway run -C ./site --plan plan.json --site brno --endpoint qwen3-5=http://127.0.0.1:8000/v1 \\
         --records ./records --port 4000
     """
     from llm_fabric.gateway.config import gateway_for
@@ -163,6 +178,7 @@ def run_command(
         plan_file,
         site_name,
         endpoints=_endpoints(endpoints),
+        peers=dict(_parse_pairs(peers, "--peer")),
         externals=dict(_parse_pairs(externals, "--external")),
         local=True,
     )

@@ -1,11 +1,13 @@
-"""`fabric gateway config`: LiteLLM's config and the hook settings, generated from the site repo and the plan.
+"""`fabric gateway config`: one site's gateway, LiteLLM's config and the hook settings, from the site repo and the plan.
 
-A model group per deployment and data class (`DEPLOYMENT@CLASS`) holds that deployment's replicas at
-the sites the class's sovereignty rule allows, one entry per site (its Service balances the site's
-replicas, or with `routing: inference-extension` the inference Gateway, told the deployment by a header);
-an entry's `max_parallel_requests` is the site's share of the planned sessions. Only a
-class whose rule allows external fallback gets `fallbacks` to the external providers that accept
-it. Tenants get an allowlist of groups (their classes x the deployments serving them).
+Every site that runs a gateway (`gateway.sites`, default every site) gets its own. It admits only the data
+classes whose sovereignty rule allows its site. A model group per deployment and data class
+(`DEPLOYMENT@CLASS`) holds that deployment's replicas at this site (its Service balances them, or with
+`routing: inference-extension` the inference Gateway, told the deployment by a header); its fallbacks are
+the other sites the class's rule allows, each reached through that site's gateway (a group
+`DEPLOYMENT@CLASS~SITE`, never the site's engines), then, for a class whose rule allows external fallback,
+the external providers that accept it. An entry's `max_parallel_requests` is its site's share of the
+planned sessions. Tenants get an allowlist of groups (their classes x the deployments serving them).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from llm_fabric.engine.recipes import DEFAULT_ENGINE, get_recipe
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.settings import (
     LITELLM_CONFIG_FILE,
     SETTINGS_FILE,
@@ -62,15 +65,21 @@ def external_group(provider: str) -> str:
 
 
 def gateway_site(site: SiteRepo, asked: str | None) -> str:
-    gw = site.config.gateway or GatewayConfig()
-    chosen = asked or gw.site or (next(iter(site.config.sites)) if len(site.config.sites) == 1 else None)
+    """The site whose gateway to build: `asked`, or the only one that runs a gateway."""
+    running = site.config.gateway_sites()
+    chosen = asked or (running[0] if len(running) == 1 else None)
     if chosen is None:
         raise UsageError(
-            "the federation has several sites; say where the gateway runs",
-            hint=f"pass --site (one of {', '.join(site.config.sites)}) or set gateway.site in fabric.yaml",
+            "every site runs its own gateway; say whose to build",
+            hint=f"pass --site (one of {', '.join(running)})",
         )
     if chosen not in site.config.sites:
         raise UsageError(f"site `{chosen}` is not in fabric.yaml", hint=f"use one of {', '.join(site.config.sites)}")
+    if chosen not in running:
+        raise UsageError(
+            f"site `{chosen}` runs no gateway (fabric.yaml gateway.sites lists {', '.join(running)})",
+            hint=f"pass --site (one of {', '.join(running)}), or add `{chosen}` to gateway.sites",
+        )
     return chosen
 
 
@@ -216,12 +225,18 @@ def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: 
     return [s for s in sites if not rule_refusals(data_class, rule, s, site.config.sites[s])]
 
 
+def entry_classes(site: SiteRepo, policies: PolicySet, site_id: str) -> list[str]:
+    """The data classes whose requests may enter (and be metered) at `site_id`'s gateway: its jurisdiction's."""
+    return [c for c in site.config.data_classes if _allowed_sites(site, policies, c, [site_id])]
+
+
 def gateway_for(
     site_repo: Path,
     plan_file: Path | None,
     site_name: str | None,
     *,
     endpoints: dict[tuple[str, str | None], str] | None = None,
+    peers: dict[str, str] | None = None,
     externals: dict[str, str] | None = None,
     local: bool = False,
 ) -> GatewayFiles:
@@ -240,14 +255,33 @@ def gateway_for(
             f"--endpoint names deployment(s) the plan does not have: {', '.join(unknown)}",
             hint=f"planned: {', '.join(sorted(plan.deployments))}",
         )
+    site_id = gateway_site(site, site_name)
+    elsewhere = sorted({f"{d}@{at}" for d, at in (endpoints or {}) if at is not None and at != site_id})
+    if elsewhere:
+        raise UsageError(
+            f"--endpoint {', '.join(elsewhere)}: a gateway reaches another site only through that site's gateway",
+            hint="give the other site's gateway instead: --peer SITE=URL",
+        )
+    unknown_peers = sorted(set(peers or {}) - (set(site.config.gateway_sites()) - {site_id}))
+    if unknown_peers:
+        raise UsageError(
+            f"--peer names site(s) that run no other gateway: {', '.join(unknown_peers)}",
+            hint="sites with a gateway: " + ", ".join(s for s in site.config.gateway_sites() if s != site_id),
+        )
     return build_gateway(
         site,
         plan.require_complete(),
-        site_id=gateway_site(site, site_name),
+        site_id=site_id,
         endpoints=endpoints,
+        peers=peers,
         externals=externals,
         local=local,
     )
+
+
+def relay_group(group: str, site: str) -> str:
+    """The group of one other site's gateway, a fallback of `group` (`qwen3-5@public~vienna`)."""
+    return f"{group}~{site}"
 
 
 def build_gateway(
@@ -256,13 +290,19 @@ def build_gateway(
     *,
     site_id: str,
     endpoints: dict[tuple[str, str | None], str] | None = None,
+    peers: dict[str, str] | None = None,
     externals: dict[str, str] | None = None,
     local: bool = False,
 ) -> GatewayFiles:
-    """The gateway for the gateway at `site_id`.
+    """The gateway of site `site_id`.
 
-    `endpoints` maps (deployment, site or None) to an engine URL (`fabric gateway run`); with `local`,
-    only those are listed and `externals` (provider -> URL) replaces the providers' URLs.
+    It admits only the data classes its site's jurisdiction allows; a group `DEPLOYMENT@CLASS` holds this
+    site's replicas, and falls back, in site order, to the other sites the class's rule allows (each through
+    its gateway, `gateway.sites.SITE.url`: never their engines), then to the external providers that take it.
+    A deployment with no replica here is served by the first such site, the others its fallbacks.
+    `endpoints` maps (deployment, this site or None) to an engine URL and `peers` a site to its gateway's URL
+    (`fabric gateway run`); with `local`, only those are listed and `externals` (provider -> URL) replaces
+    the providers' URLs.
     """
     gw = site.config.gateway or GatewayConfig()
     policies = effective_policies(site)
@@ -274,17 +314,23 @@ def build_gateway(
     deployments: dict[str, DeploymentAccess] = {}
     timeout = gw.request_timeout_s
     inference = gw.routing == "inference-extension"
+    admitted = entry_classes(site, policies, site_id)
+    gateways = [s for s in site.config.gateway_sites() if s != site_id]
 
-    def endpoint(dep: str, at: str) -> str | None:
-        url = overrides.get((dep, at)) or overrides.get((dep, None))
+    def local_endpoint(dep: str) -> str | None:
+        url = overrides.get((dep, site_id)) or overrides.get((dep, None))
         if url is not None or local:
             return url
-        if at == site_id and inference:
+        if inference:
             return gw.inference_gateway_url.format(namespace=namespace)
-        if at == site_id:
-            return f"http://{dep}.{namespace}.svc.cluster.local:{ENGINE_SERVICE_PORT}/v1"
-        template = gw.remote_endpoints.get(at)
-        return template.format(deployment=dep, namespace=site.config.sites[at].cluster.namespace) if template else None
+        return f"http://{dep}.{namespace}.svc.cluster.local:{ENGINE_SERVICE_PORT}/v1"
+
+    def peer(at: str) -> str | None:
+        if at not in gateways:
+            return None
+        if local:
+            return (peers or {}).get(at)
+        return (peers or {}).get(at) or site.config.gateway_url(at)
 
     providers = {
         name: p for name, p in sorted(gw.external.items()) if not local or (externals is not None and name in externals)
@@ -301,52 +347,82 @@ def build_gateway(
             }
         )
 
-    check_trusted_nodes(site, [r for r in plan.replicas if endpoint(r.deployment, r.site) is not None])
+    here = [r for r in plan.replicas if r.site == site_id and local_endpoint(r.deployment) is not None]
+    check_trusted_nodes(site, here)
     check_one_fingerprint(plan)
+    for dropped in [c for c in site.config.data_classes if c not in admitted]:
+        notes.append(f"`{dropped}` data does not enter at {site_id}: its sovereignty rule does not allow the site")
     for name in sorted(plan.deployments):
         replicas = plan.replicas_of(name)
         if name not in site.deployments or not replicas:
             continue
         access = _deployment_access(site, plan, name, gw)
         per_site = Counter(r.site for r in replicas)
-        reachable = {s: found for s in sorted(per_site) if (found := endpoint(name, s)) is not None}
-        for missing in sorted(set(per_site) - set(reachable)):
-            notes.append(
-                f"{name}: no endpoint for its replicas at site `{missing}` (gateway.remote_endpoints or --endpoint)"
-            )
+        reachable: dict[str, str] = {}
+        if site_id in per_site and (own := local_endpoint(name)) is not None:
+            reachable[site_id] = own
+        for other in sorted(set(per_site) - {site_id}):
+            if (found := peer(other)) is not None:
+                reachable[other] = found
+            elif not local:
+                notes.append(
+                    f"{name}: its replicas at `{other}` are out of reach: "
+                    + (f"gateway.sites.{other}.url is not set" if other in gateways else f"`{other}` runs no gateway")
+                )
         if not reachable:
             continue
         deployments[name] = access
+        total = sum(per_site.values())
         for data_class in site.deployments[name].data_classes:
+            if data_class not in admitted:
+                continue
             sites = _allowed_sites(site, policies, data_class, list(reachable))
             if not sites:
                 notes.append(f"{name}: no replica it may reach holds `{data_class}` data under its sovereignty rule")
                 continue
             group = group_name(name, data_class)
-            backups: list[str] = []
+            externals_for: list[str] = []
             if external_fallback_allowed(policies, [data_class]):
-                backups = [
+                externals_for = [
                     external_group(p)
                     for p, spec in providers.items()
                     if data_class in spec.data_classes and (not spec.deployments or name in spec.deployments)
                 ]
-            groups[group] = GroupAccess(deployment=name, data_class=data_class, sites=sites, fallbacks=backups)
-            total = sum(per_site[s] for s in reachable)
+            first, others = sites[0], sites[1:]
+            chain = [relay_group(group, s) for s in others]
+            groups[group] = GroupAccess(
+                deployment=name, data_class=data_class, sites=[first], fallbacks=chain + externals_for
+            )
+            for s in others:
+                groups[relay_group(group, s)] = GroupAccess(deployment=name, data_class=data_class, sites=[s])
             for s in sites:
-                params = {
-                    "model": f"hosted_vllm/{_served_name(replicas[0])}",
-                    "api_base": reachable[s],
-                    "api_key": "none",
-                    "timeout": timeout,
-                    "max_parallel_requests": max(math.floor(access.capacity * per_site[s] / total), 1),
-                }
-                if inference and s == site_id:
-                    params["extra_headers"] = {MODEL_HEADER: name}
+                slots = max(math.floor(access.capacity * per_site[s] / total), 1)
+                if s == site_id:
+                    params = {
+                        "model": f"hosted_vllm/{_served_name(replicas[0])}",
+                        "api_base": reachable[s],
+                        "api_key": "none",
+                        "timeout": timeout,
+                        "max_parallel_requests": slots,
+                    }
+                    if inference:
+                        params["extra_headers"] = {MODEL_HEADER: name}
+                    info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name}
+                else:
+                    # the other site's gateway, asked for the same group: it serves the request from its own replicas
+                    params = {
+                        "model": f"hosted_vllm/{group}",
+                        "api_base": reachable[s],
+                        "api_key": f"os.environ/{PEER_KEY_ENV}",
+                        "timeout": timeout,
+                        "max_parallel_requests": slots,
+                    }
+                    info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name, "fabric_relay": s}
                 model_list.append(
                     {
-                        "model_name": group,
+                        "model_name": group if s == first else relay_group(group, s),
                         "litellm_params": params,
-                        "model_info": {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name},
+                        "model_info": info,
                     }
                 )
 
@@ -354,7 +430,7 @@ def build_gateway(
     for tname, tenant in sorted(site.tenants.items()):
         allow: dict[str, dict[str, str]] = {}
         for group, spec in groups.items():
-            if spec.data_class in tenant.data_classes:
+            if spec.data_class in tenant.data_classes and group == group_name(spec.deployment, spec.data_class):
                 allow.setdefault(spec.deployment, {})[spec.data_class] = group
         lim = tenant.limits
         tenants[tname] = TenantAccess(
@@ -377,6 +453,11 @@ def build_gateway(
         deployments=deployments,
         groups=groups,
         external=[external_group(p) for p in providers],
+        site=site_id,
+        entry_sites={
+            c: [s for s in site.config.gateway_sites() if c in entry_classes(site, policies, s)]
+            for c in site.config.data_classes
+        },
     )
     fallbacks: list[dict[str, list[str]]] = [
         {g: spec.fallbacks} for g, spec in sorted(groups.items()) if spec.fallbacks

@@ -28,6 +28,7 @@ from llm_fabric.distribution import checkout_root, package_root
 from llm_fabric.engine.local.server import EngineStartError, LocalEngine, free_port, spawn_server
 from llm_fabric.errors import FabricError, UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
+from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.settings import KEYS_FILE, LITELLM_CONFIG_FILE, RECORDS_ENV, SETTINGS_ENV, SETTINGS_FILE
 
 GATEWAY_VENV = ".venv-gateway"
@@ -181,6 +182,8 @@ def start_gateway(
         "1",
     ]
     env = dict(os.environ)
+    # relays between local gateways need one value: the caller's, else one that no peer holds
+    env.setdefault(PEER_KEY_ENV, "fpk-" + secrets.token_hex(24))
     env.update(
         {
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",

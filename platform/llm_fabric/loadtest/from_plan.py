@@ -147,7 +147,7 @@ def load_tests(
             )
     namespace = site.config.sites[site_id].cluster.namespace
     gateway = site.config.gateway
-    if via == "gateway" and (gateway is None or (gateway.site or next(iter(site.config.sites))) != site_id):
+    if via == "gateway" and (gateway is None or site_id not in site.config.gateway_sites()):
         raise UsageError(
             f"site `{site_id}` runs no tenant gateway", hint="drop --via gateway, or pick the gateway's --site"
         )

@@ -129,10 +129,51 @@ LITELLM_VERSION = "1.108.7"  # as pinned in pyproject's `gateway` extra
 DEFAULT_GATEWAY_IMAGE = f"llm-fabric/litellm:v{LITELLM_VERSION}-fabric{__version__}"
 
 
+class SiteGateway(FabricModel):
+    """One site's gateway as the other sites' gateways see it (docs/gateway.md, "A gateway per site")."""
+
+    url: str | None = Field(
+        None,
+        description="the gateway's OpenAI-compatible base URL as other sites reach it (its ingress, ending in /v1); "
+        "none: no other site relays requests to it",
+    )
+
+
+# the fields a gateway for the whole federation had (one gateway, reaching other sites' engines directly)
+def _retired_gateway_fields(data: dict[str, object]) -> list[str]:
+    out = []
+    if "site" in data:
+        out.append(
+            "`gateway.site` is gone: every site now runs its own gateway; delete it "
+            "(`gateway.sites` lists the sites that run one, default every site)"
+        )
+    if "remote_endpoints" in data:
+        remote = data["remote_endpoints"]
+        names = sorted(str(k) for k in remote) if isinstance(remote, dict) and remote else ["SITE"]
+        writes = ", ".join(f"`gateway.sites.{n}.url: <{n}'s gateway>/v1`" for n in names)
+        out.append(
+            "`gateway.remote_endpoints` is gone: a gateway reaches another site only through that site's gateway, "
+            f"never its engines; write {writes} in its place"
+        )
+    return out
+
+
 class GatewayConfig(FabricModel):
     """The tenant gateway (LiteLLM proxy with the fabric's hooks); docs/gateway.md."""
 
-    site: Name | None = Field(None, description="site whose cluster runs the gateway; default: the only site")
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_fields(cls, data: object) -> object:
+        retired = _retired_gateway_fields(data) if isinstance(data, dict) else []
+        if retired:
+            raise PydanticCustomError("retired_field", "{message}", {"message": "; ".join(retired)})
+        return data
+
+    sites: dict[Name, SiteGateway] = Field(
+        default_factory=dict,
+        description="the sites whose clusters run a gateway, each with the URL other sites' gateways reach it at; "
+        "empty: every site runs one, reachable by none",
+    )
     image: str = Field(
         DEFAULT_GATEWAY_IMAGE, description="LiteLLM image with llm-fabric (engine/images/gateway.Dockerfile)"
     )
@@ -159,9 +200,6 @@ class GatewayConfig(FabricModel):
     owner_reserve: float = Field(
         0.25, ge=0.0, le=1.0, description="share of a dedicated deployment's slots kept for its owner when lending"
     )
-    remote_endpoints: dict[Name, str] = Field(
-        default_factory=dict, description="site -> URL template of its engines, with {deployment} and {namespace}"
-    )
     external: dict[Name, ExternalProvider] = Field(default_factory=dict)
 
 
@@ -187,7 +225,7 @@ class FabricConfig(FabricModel):
         gw = self.gateway
         if gw is None:
             return self
-        unknown_sites = sorted({s for s in [gw.site, *gw.remote_endpoints] if s is not None} - set(self.sites))
+        unknown_sites = sorted(set(gw.sites) - set(self.sites))
         if unknown_sites:
             raise ValueError(
                 f"gateway names unknown site(s) {', '.join(unknown_sites)}; sites: {', '.join(self.sites)}"
@@ -200,6 +238,16 @@ class FabricConfig(FabricModel):
                     f"data_classes: {', '.join(self.data_classes)}"
                 )
         return self
+
+    def gateway_sites(self) -> list[str]:
+        """The sites that run a gateway: those `gateway.sites` lists, else every site."""
+        listed = self.gateway.sites if self.gateway is not None else {}
+        return [s for s in self.sites if s in listed] if listed else list(self.sites)
+
+    def gateway_url(self, site: str) -> str | None:
+        """Where other sites' gateways reach `site`'s gateway (None: nowhere)."""
+        spec = self.gateway.sites.get(site) if self.gateway is not None else None
+        return spec.url if spec is not None else None
 
 
 # ---------------------------------------------------------------- nodes/*.yaml

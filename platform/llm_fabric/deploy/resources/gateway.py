@@ -1,15 +1,16 @@
-"""The tenant gateway in the serving stack of the site that runs it (fabric.yaml `gateway.site`).
+"""The tenant gateway in the serving stack of every site that runs one (fabric.yaml `gateway.sites`, default all).
 
-A Deployment of the LiteLLM image with llm-fabric's hooks (engine/images/gateway.Dockerfile), its
-Service, a PersistentVolumeClaim for the meter's day files of request records (collected with
-`kubectl cp`, then `fabric ledger ingest`: docs/gateway.md), a ConfigMap with the generated config
-and hook settings (no key hashes: those come from the Secret `fabric-gateway-keys`, made from
-`fabric gateway config`'s tenant-keys.json), an egress NetworkPolicy (DNS, the engines of this
-namespace, the site's allowed CIDRs: external providers and other sites), a PodMonitor and alert
-rules (429 rate, gateway errors). With `routing: inference-extension`, per deployment a GIE
-InferencePool, its endpoint picker (Deployment, Service, ConfigMap with the scorers: prefix cache,
-queue, KV use; ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference
-Gateway to the pool; the gateway's entries for its own site then go to that Gateway.
+A Deployment of the LiteLLM image with llm-fabric's hooks (engine/images/gateway.Dockerfile), its Service, a
+PersistentVolumeClaim for the meter's day files of request records (collected with `kubectl cp`, then
+`fabric ledger ingest`: docs/gateway.md), a ConfigMap with the generated config and hook settings (no key
+hashes: those come from the Secret `fabric-gateway-keys`, made from `fabric gateway config`'s
+tenant-keys.json), an egress NetworkPolicy (DNS, the engines of this namespace, the site's allowed CIDRs: external
+providers and other sites), a PodMonitor and alert rules (429 rate, gateway errors). Each site's gateway
+relays to another site's gateway with the federation's peer key (the Secret `fabric-gateway-peer-key`, the
+same value at every site). With `routing: inference-extension`, per deployment a GIE InferencePool, its
+endpoint picker (Deployment, Service, ConfigMap with the scorers: prefix cache, queue, KV use;
+ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference Gateway to the pool;
+the gateway's entries for its own site then go to that Gateway.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.resources.serving import ENGINE_LABELS
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.gateway.config import MODEL_HEADER, GatewayFiles, build_gateway, gateway_texts
+from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.settings import (
     KEYS_ENV,
     KEYS_FILE,
@@ -41,6 +43,7 @@ PORT = 4000
 KEYS_SECRET = "fabric-gateway-keys"
 MASTER_KEY_SECRET = "fabric-gateway-master-key"
 EXTERNAL_SECRET = "fabric-gateway-external"
+PEER_KEY_SECRET = "fabric-gateway-peer-key"
 CONFIG_DIR = "/etc/fabric-gateway"
 KEYS_DIR = "/etc/fabric-gateway-keys"
 RECORDS_DIR = "/var/lib/fabric-gateway"
@@ -60,9 +63,9 @@ EPP_CONFIG_FILE = "epp-config.yaml"
 
 
 def build_gateway_bundles(site: TrustedSite, plan: Plan, site_id: str, namespace: str) -> list[Bundle]:
-    """The gateway's objects, when this site runs it; none otherwise."""
+    """The gateway's objects, when this site runs one; none otherwise."""
     gw = site.config.gateway
-    if gw is None or (gw.site or next(iter(site.config.sites))) != site_id:
+    if gw is None or site_id not in site.config.gateway_sites():
         return []
     files = build_gateway(site, plan, site_id=site_id)
     bundles = [Bundle("gateway", NAME, _gateway_objects(site, site_id, namespace, gw, files))]
@@ -120,6 +123,11 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
         {"name": RECORDS_ENV, "value": RECORDS_DIR},
         # each pod writes its own day files: two pods on one ReadWriteMany claim never append to one file
         {"name": WRITER_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # the same value at every site: what a relay to another site's gateway carries, and what one from it must
+        {
+            "name": PEER_KEY_ENV,
+            "valueFrom": {"secretKeyRef": {"name": PEER_KEY_SECRET, "key": "key", "optional": True}},
+        },
     ]
     for provider in sorted(gw.external.values(), key=lambda p: p.api_key_env or ""):
         if provider.api_key_env:

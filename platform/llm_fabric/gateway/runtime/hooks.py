@@ -26,6 +26,14 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
 from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, retry_headers
+from llm_fabric.gateway.runtime.frontdoor import (
+    ENTRY_HEADER,
+    TENANT_HEADER,
+    UNAVAILABLE,
+    is_peer_key,
+    relay_headers,
+    unavailable_message,
+)
 from llm_fabric.gateway.runtime.meter import Meter
 from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
 from llm_fabric.gateway.runtime.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
@@ -47,6 +55,8 @@ class _Open:
     data_class: str | None = None
     ticket: Ticket | None = None
     prompt: str | None = None
+    group: str | None = None
+    relayed_for: str | None = None  # the entry site, when another site's gateway relayed this request
 
 
 class _State:
@@ -71,7 +81,10 @@ def state() -> _State:
 async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     """Tenant keys by SHA-256: the proxy never holds a key in plain text beyond this call."""
     st = state()
-    digest = key_digest(api_key.removeprefix("Bearer ").strip())
+    key = api_key.removeprefix("Bearer ").strip()
+    if is_peer_key(key):
+        return _relay_auth(st, request)
+    digest = key_digest(key)
     tenant = st.by_hash.get(digest)
     if tenant is None:
         raise ProxyException(message="unknown API key", type="auth_error", param="api_key", code=401)
@@ -80,6 +93,27 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     allowed = sorted(groups | {f for g in groups for f in st.settings.groups[g].fallbacks})
     return UserAPIKeyAuth(
         api_key=digest, user_id=tenant, key_alias=tenant, models=allowed, metadata={"fabric_tenant": tenant}
+    )
+
+
+def _relay_auth(st: _State, request: Request) -> UserAPIKeyAuth:
+    """Another site's gateway relays a request it admitted: the tenant it names, only its own groups here."""
+    tenant = request.headers.get(TENANT_HEADER) or ""
+    if tenant not in st.settings.tenants:
+        raise ProxyException(
+            message=f"a relay names tenant `{tenant}`, which this gateway does not know",
+            type="auth_error",
+            param=TENANT_HEADER,
+            code=401,
+        )
+    groups = sorted({g for by_class in st.settings.tenants[tenant].groups.values() for g in by_class.values()})
+    entry = request.headers.get(ENTRY_HEADER) or "?"
+    return UserAPIKeyAuth(
+        api_key=key_digest(f"relay:{entry}"),
+        user_id=tenant,
+        key_alias=f"{tenant} via {entry}",
+        models=groups,
+        metadata={"fabric_tenant": tenant, "fabric_relay": entry},
     )
 
 
@@ -120,7 +154,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
 
     def _record(self, request_id: str, opened: _Open, status: int, **fields: Any) -> None:
         st = state()
-        if st.meter is None:
+        if st.meter is None or opened.relayed_for is not None:  # the entry gateway meters a relayed request
             return
         st.meter.write(
             RequestRecord(
@@ -145,6 +179,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         call_id = str(data.setdefault("litellm_call_id", str(uuid.uuid4())))
         model = str(data.get("model", ""))
         opened = _Open(arrived=now, tenant=tenant, deployment=model)
+        relayed = (user_api_key_dict.metadata or {}).get("fabric_relay")
+        opened.relayed_for = str(relayed) if relayed is not None else None
         self._open[call_id] = opened
         headers = (data.get("proxy_server_request") or {}).get("headers") or {}
         decision = route(st.settings, tenant, model, headers.get(DATA_CLASS_HEADER))
@@ -153,13 +189,33 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
                 message=decision.message, type="permission_denied", param="model", code=decision.status
             )
         opened.data_class = decision.data_class
+        opened.group = decision.group
+        if opened.relayed_for is not None and st.settings.groups[decision.group].sites != [st.settings.site]:
+            raise ProxyException(
+                message=f"`{decision.group}` is not served at `{st.settings.site}`: a relay is not relayed on",
+                type="service_unavailable",
+                param="model",
+                code=UNAVAILABLE,
+            )
         text = _text_of(data.get("messages"))
         if st.settings.log_prompts.get(decision.data_class, False):
             opened.prompt = text
         dep = st.settings.deployments[decision.deployment]
+        access = st.settings.tenants[tenant]
+        if opened.relayed_for is not None:  # the entry held the tenant's limits; this site holds its replicas'
+            access = access.model_copy(
+                update=dict.fromkeys(
+                    (
+                        "requests_per_minute",
+                        "input_tokens_per_minute",
+                        "output_tokens_per_minute",
+                        "max_concurrent_requests",
+                    )
+                )
+            )
         # an estimate for the input-token window (about 4 characters a token); the meter corrects it
         admitted = st.admission.admit(
-            tenant, st.settings.tenants[tenant], decision.deployment, dep, input_tokens=len(text) // 4 + 1, now=now
+            tenant, access, decision.deployment, dep, input_tokens=len(text) // 4 + 1, now=now
         )
         if isinstance(admitted, Refusal):
             raise ProxyException(
@@ -171,6 +227,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
             )
         opened.ticket = admitted
         apply_route(data, decision, dep, tenant)
+        if opened.relayed_for is not None:
+            data["disable_fallbacks"] = True  # retries at one layer: the entry's fallbacks
         return data
 
     async def async_filter_deployments(
@@ -195,6 +253,15 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         info = (kwargs.get("litellm_params") or {}).get("model_info") or kwargs.get("model_info") or {}
         if isinstance(info, dict) and info.get("fabric_external"):
             strip_engine_fields(kwargs)
+        if isinstance(info, dict) and info.get("fabric_relay"):
+            opened = self._open.get(str(kwargs.get("litellm_call_id", "")))
+            if opened is not None and opened.data_class is not None:
+                headers = {
+                    **(kwargs.get("extra_headers") or {}),
+                    **relay_headers(opened.tenant, state().settings.site),
+                    DATA_CLASS_HEADER: opened.data_class,
+                }
+                kwargs["extra_headers"] = headers
         return kwargs
 
     async def async_post_call_failure_hook(
@@ -208,10 +275,13 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         status = _status_of(original_exception)
         call_id = str(request_data.get("litellm_call_id", ""))
         opened = self._open.pop(call_id, None)
+        unavailable = self._unavailable(opened, status) if opened is not None else None
         if opened is not None:
             if opened.ticket is not None:
                 st.admission.release(opened.ticket, input_tokens=None, output_tokens=0)
-            self._record(call_id, opened, status)
+            self._record(call_id, opened, UNAVAILABLE if unavailable is not None else status)
+        if unavailable is not None:
+            return unavailable
         if status != 429:
             return None
         headers = getattr(original_exception, "headers", None)
@@ -223,6 +293,23 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
             original_exception.headers.update(retry)
             return None
         return HTTPException(status_code=429, detail=str(original_exception), headers=retry)
+
+    def _unavailable(self, opened: _Open, status: int) -> HTTPException | None:
+        """A 5xx after the router tried every site (and provider) the request may go to: the documented 503."""
+        st = state()
+        group = st.settings.groups.get(opened.group or "")
+        if status < 500 or group is None or opened.data_class is None:
+            return None
+        tried = list(group.sites)
+        for fallback in group.fallbacks:
+            spec = st.settings.groups.get(fallback)
+            tried += spec.sites if spec is not None else [fallback]
+        message = unavailable_message(
+            group.deployment, opened.data_class, tried, bool(group.fallbacks), st.settings.retry_after_s
+        )
+        return HTTPException(
+            status_code=UNAVAILABLE, detail=message, headers=retry_headers(float(st.settings.retry_after_s))
+        )
 
     async def async_log_success_event(
         self, kwargs: dict[str, Any], response_obj: Any, start_time: Any, end_time: Any

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llm_fabric.gateway.runtime.frontdoor import entry_refusal
 from llm_fabric.gateway.runtime.settings import DeploymentAccess, HookSettings, TenantAccess
 
 DATA_CLASS_HEADER = "x-fabric-data-class"
@@ -50,10 +51,14 @@ def route(settings: HookSettings, tenant: str, model: str, asked_class: str | No
     if named is not None and access.groups.get(named.deployment, {}).get(named.data_class) == model:
         if asked_class and asked_class != named.data_class:
             return Denial(403, f"model group `{model}` serves `{named.data_class}` data, not `{asked_class}`")
+        if (refused := entry_refusal(settings, named.data_class)) is not None:
+            return Denial(403, refused)
         return Route(named.deployment, named.data_class, model, fallbacks_allowed=bool(named.fallbacks))
     data_class = choose_data_class(access, asked_class)
     if isinstance(data_class, Denial):
         return data_class
+    if (refused := entry_refusal(settings, data_class)) is not None:
+        return Denial(403, refused)
     by_class = access.groups.get(model)
     if by_class is None:
         allowed = sorted(access.groups)

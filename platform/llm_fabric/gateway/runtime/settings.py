@@ -66,6 +66,10 @@ class HookSettings(FabricModel):
     deployments: dict[str, DeploymentAccess] = Field(default_factory=dict)
     groups: dict[str, GroupAccess] = Field(default_factory=dict)
     external: list[str] = Field(default_factory=list, description="model names of external providers")
+    site: str | None = Field(None, description="the site whose gateway this is")
+    entry_sites: dict[str, list[str]] = Field(
+        default_factory=dict, description="data class -> the sites whose gateways its requests may enter"
+    )
 
     def tenant_by_hash(self) -> dict[str, str]:
         return {h: name for name, t in self.tenants.items() for h in t.key_sha256}
