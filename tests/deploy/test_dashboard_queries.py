@@ -20,10 +20,8 @@ import urllib.request
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from llm_fabric.deploy.resources.dashboards.series import (
@@ -38,7 +36,7 @@ from llm_fabric.deploy.resources.dashboards.site_set import DASHBOARDS
 from llm_fabric.engine.local.server import LocalEngine
 from llm_fabric.errors import UsageError
 from llm_fabric.gateway.run import gateway_python
-from tests.fixtures.cli import fabric
+from tests.deploy.rendered_site import Rendered, render_reference
 from tests.fixtures.engine import get_text
 from tests.fixtures.prometheus import PrometheusServer
 from tests.fixtures.promql import metric_names, plain_promql
@@ -58,49 +56,9 @@ def sample_names(name: str, kind: str) -> set[str]:
     return {name}
 
 
-class Rendered:
-    def __init__(self, out: Path) -> None:
-        self.out = out
-
-    def objects(self, site: str) -> list[dict[str, Any]]:
-        folder = self.out / site / "observability"
-        return [yaml.safe_load(p.read_text()) for p in sorted(folder.glob("*.yaml")) if p.name != "kustomization.yaml"]
-
-    def dashboards(self, site: str) -> list[dict[str, Any]]:
-        maps = [o for o in self.objects(site) if o["metadata"]["labels"].get("grafana_dashboard") == "1"]
-        return [json.loads(text) for m in maps for text in m["data"].values()]
-
-    def queries(self, site: str) -> list[tuple[str, str, str]]:
-        """(dashboard, panel, expr) of every target."""
-        return [
-            (d["title"], p["title"], t["expr"])
-            for d in self.dashboards(site)
-            for p in d["panels"]
-            for t in p.get("targets", [])
-        ]
-
-    def recorded(self, site: str) -> set[str]:
-        (rule,) = [o for o in self.objects(site) if o["kind"] == "PrometheusRule"]
-        return {r["record"] for g in rule["spec"]["groups"] for r in g["rules"] if "record" in r}
-
-    def dcgm_fields(self, site: str) -> set[str]:
-        (counters,) = [o for o in self.objects(site) if o["metadata"]["name"].endswith("dcgm-exporter-counters")]
-        lines = counters["data"]["counters.csv"].splitlines()
-        return {line.split(",")[0].strip() for line in lines if line and not line.startswith("#")}
-
-
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    root = tmp_path_factory.mktemp("dashboards")
-    site, plan, out = root / "site", root / "plan.json", root / "out"
-    for args in (
-        ("init", str(site), "--example", "cerit-sc"),
-        ("plan", "-C", str(site), "-o", str(plan)),
-        ("render", "-C", str(site), "--all-sites", "--plan", str(plan), "--out", str(out), "--check"),
-    ):
-        done = fabric(*args)
-        assert done.returncode == 0, f"fabric {' '.join(args)}: {done.stderr}{done.stdout}"
-    return Rendered(out)
+    return render_reference(tmp_path_factory.mktemp("dashboards"))
 
 
 @pytest.fixture(scope="module")
