@@ -29,6 +29,7 @@ from llm_fabric.deploy.resources.dashboards.series import (
     LITELLM_FAILED,
     LITELLM_INPUT_TOKENS,
     LITELLM_OUTPUT_TOKENS,
+    LITELLM_OVERHEAD,
     LITELLM_REQUESTS,
     LITELLM_TENANT,
 )
@@ -169,7 +170,7 @@ def test_every_name_a_panel_reads_is_defined_by_its_exporter(
     assert names["DCGM_"] - rendered.dcgm_fields(site) == set()
     assert names["fabric"] - (rendered.recorded(site) | set(FABRIC_METRICS)) == set()
     # the labels the tenant and gateway panels select and group by are LiteLLM's
-    for name in (LITELLM_REQUESTS, LITELLM_INPUT_TOKENS, LITELLM_OUTPUT_TOKENS):
+    for name in (LITELLM_REQUESTS, LITELLM_FAILED, LITELLM_INPUT_TOKENS, LITELLM_OUTPUT_TOKENS, LITELLM_OVERHEAD):
         assert LITELLM_TENANT in litellm_metrics[name], name
     assert "exception_status" in litellm_metrics[LITELLM_FAILED]
     assert "status_code" in litellm_metrics[LITELLM_REQUESTS]

@@ -12,9 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from grafana_foundation_sdk.builders import common as gc
 from grafana_foundation_sdk.builders import dashboard as gd
 from grafana_foundation_sdk.builders import prometheus, stat, timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement, TooltipDisplayMode
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableOption
 
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -74,7 +76,16 @@ def _target(query: Query, ref: str) -> prometheus.Dataquery:
 
 
 def _panel(panel: Panel) -> timeseries.Panel | stat.Panel:
-    built: timeseries.Panel | stat.Panel = timeseries.Panel() if panel.kind == "timeseries" else stat.Panel()
+    built: timeseries.Panel | stat.Panel
+    if panel.kind == "timeseries":
+        legend = gc.VizLegendOptions().show_legend(True).display_mode(LegendDisplayMode.LIST)
+        built = (
+            timeseries.Panel()
+            .legend(legend.placement(LegendPlacement.BOTTOM))
+            .tooltip(gc.VizTooltipOptions().mode(TooltipDisplayMode.MULTI))
+        )
+    else:  # the last value of each series
+        built = stat.Panel().reduce_options(gc.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     built = built.title(panel.title).unit(panel.unit).datasource(DATASOURCE).height(PANEL_HEIGHT).span(PANEL_WIDTH)
     if panel.description:
         built = built.description(panel.description)

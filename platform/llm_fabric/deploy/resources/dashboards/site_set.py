@@ -6,8 +6,8 @@ expects, its ceiling and the deployment's targets), the site's nodes, the federa
 A deployment's speed figures are the plan's for all its replicas; the site's share is the share of
 its replicas here (replicas of one deployment on different GPUs differ: the figure is a guide).
 The variables' values come from the plan too, so a dashboard offers what the site runs, not what
-the series happen to hold. Series of the gateway (LiteLLM's) carry no `site` label: each site's
-Prometheus scrapes its own gateway.
+the series happen to hold. Series of the gateway (LiteLLM's) carry no `site` label (each site's
+Prometheus scrapes its own gateway), so the tenant and gateway dashboards have no site variable.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def site_dashboards(site: TrustedSite, plan: Plan, site_id: str) -> list[Dashboa
             f"llm-fabric-{site_id}-tenants",
             f"{title}: tenants",
             "Requests, tokens, refusals and the month's budget of each tenant (the gateway's series).",
-            [sites, tenants],
+            [tenants],
             [_tenants()],
         ),
         DashboardSpec(
@@ -72,7 +72,7 @@ def site_dashboards(site: TrustedSite, plan: Plan, site_id: str) -> list[Dashboa
             f"llm-fabric-{site_id}-gateway",
             f"{title}: gateway",
             "What the site's gateway adds to a request, and what it refuses.",
-            [sites, tenants],
+            [tenants],
             [_gateway()],
         ),
     ]
@@ -251,23 +251,25 @@ def _nodes(xids: XidTable) -> Row:
 
 
 def _gateway() -> Row:
-    failed = f'{S.LITELLM_FAILED}{{exception_status=~"401|403|429|5.."}}'
+    who = f'{S.LITELLM_TENANT}=~"$tenant"'
+    overhead, latency = f"{S.LITELLM_OVERHEAD}{{{who}}}", f"{S.LITELLM_TOTAL_LATENCY}{{{who}}}"
+    failed = f'{S.LITELLM_FAILED}{{{who}, exception_status=~"401|403|429|5.."}}'
     return Row(
         "Gateway",
         (
             Panel(
                 "Latency the gateway adds p50 / p95",
                 (
-                    Query(S.quantile(0.5, S.LITELLM_OVERHEAD, "job"), "p50"),
-                    Query(S.quantile(0.95, S.LITELLM_OVERHEAD, "job"), "p95"),
+                    Query(S.quantile(0.5, overhead, "job"), "p50"),
+                    Query(S.quantile(0.95, overhead, "job"), "p95"),
                 ),
                 "s",
             ),
             Panel(
                 "End-to-end latency at the gateway p50 / p95",
                 (
-                    Query(S.quantile(0.5, S.LITELLM_TOTAL_LATENCY, "job"), "p50"),
-                    Query(S.quantile(0.95, S.LITELLM_TOTAL_LATENCY, "job"), "p95"),
+                    Query(S.quantile(0.5, latency, "job"), "p50"),
+                    Query(S.quantile(0.95, latency, "job"), "p95"),
                 ),
                 "s",
             ),
@@ -275,10 +277,11 @@ def _gateway() -> Row:
                 "Refused and failed requests/s (401, 403, 429, 5xx)",
                 (Query(f"sum by (exception_status) (rate({failed}[{S.WINDOW}]))", "{{exception_status}}"),),
                 "reqps",
+                description="a refused key (401) names no tenant: it counts only while Tenant is All",
             ),
             Panel(
                 "Requests/s by status",
-                (Query(f"sum by (status_code) (rate({S.LITELLM_REQUESTS}[{S.WINDOW}]))", "{{status_code}}"),),
+                (Query(f"sum by (status_code) (rate({S.LITELLM_REQUESTS}{{{who}}}[{S.WINDOW}]))", "{{status_code}}"),),
                 "reqps",
             ),
         ),
