@@ -13,6 +13,7 @@ Prometheus scrapes its own gateway), so the tenant and gateway dashboards have n
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
@@ -89,14 +90,7 @@ def _every_deployment() -> Row:
                 (Query(f"sum by (deployment) (fabric:requests_succeeded:rate5m{{{chosen}}})", "{{deployment}}"),),
                 "reqps",
             ),
-            Panel(
-                "End-to-end latency p50 / p95",
-                (
-                    Query(S.quantile(0.5, e2e, "deployment"), "{{deployment}} p50"),
-                    Query(S.quantile(0.95, e2e, "deployment"), "{{deployment}} p95"),
-                ),
-                "s",
-            ),
+            _p50_p95("End-to-end latency p50 / p95", e2e, "deployment", "{{deployment}} "),
             Panel(
                 "Queue depth (requests waiting)",
                 (Query(f"sum by (deployment) (fabric:requests_waiting:sum{{{chosen}}})", "{{deployment}}"),),
@@ -143,26 +137,26 @@ def _against_plan(site: TrustedSite, plan: Plan, site_id: str, name: str) -> Row
         title,
         (
             Panel("Output tok/s against the plan", tuple(speed), "short"),
-            Panel(
+            _p50_p95(
                 "Time to first token p50 / p95",
-                (
-                    Query(S.quantile(0.5, ttft, "deployment"), "p50"),
-                    Query(S.quantile(0.95, ttft, "deployment"), "p95"),
-                    *_limits(target.ttft_ms if target else None, expected.ttft_ms if expected else None),
-                ),
-                "s",
+                ttft,
+                "deployment",
+                limits=_limits(target.ttft_ms if target else None, expected.ttft_ms if expected else None),
             ),
-            Panel(
+            _p50_p95(
                 "Inter-token latency p50 / p95",
-                (
-                    Query(S.quantile(0.5, itl, "deployment"), "p50"),
-                    Query(S.quantile(0.95, itl, "deployment"), "p95"),
-                    *_limits(target.itl_ms if target else None, expected.itl_ms if expected else None),
-                ),
-                "s",
+                itl,
+                "deployment",
+                limits=_limits(target.itl_ms if target else None, expected.itl_ms if expected else None),
             ),
         ),
     )
+
+
+def _p50_p95(title: str, buckets: str, by: str, legend: str = "", limits: Sequence[Query] = ()) -> Panel:
+    """A histogram's median and 95th percentile (seconds), with the lines they are read against."""
+    quantiles = (Query(S.quantile(q, buckets, by), f"{legend}p{round(q * 100)}") for q in (0.5, 0.95))
+    return Panel(title, (*quantiles, *limits), "s")
 
 
 def _limits(target_ms: float | None, expected_ms: float | None) -> list[Query]:
@@ -257,22 +251,8 @@ def _gateway() -> Row:
     return Row(
         "Gateway",
         (
-            Panel(
-                "Latency the gateway adds p50 / p95",
-                (
-                    Query(S.quantile(0.5, overhead, "job"), "p50"),
-                    Query(S.quantile(0.95, overhead, "job"), "p95"),
-                ),
-                "s",
-            ),
-            Panel(
-                "End-to-end latency at the gateway p50 / p95",
-                (
-                    Query(S.quantile(0.5, latency, "job"), "p50"),
-                    Query(S.quantile(0.95, latency, "job"), "p95"),
-                ),
-                "s",
-            ),
+            _p50_p95("Latency the gateway adds p50 / p95", overhead, "job"),
+            _p50_p95("End-to-end latency at the gateway p50 / p95", latency, "job"),
             Panel(
                 "Refused and failed requests/s (401, 403, 429, 5xx)",
                 (Query(f"sum by (exception_status) (rate({failed}[{S.WINDOW}]))", "{{exception_status}}"),),
