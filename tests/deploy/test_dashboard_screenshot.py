@@ -104,9 +104,12 @@ def serving_history(plan: dict[str, Any], site: str, start: int, end: int) -> st
                     sample(family, "histogram", f"{family}_bucket{bucket} {count:.2f} {t}")
                 sample(family, "histogram", f"{family}_count{sel} {counts[-1]:.2f} {t}")
                 sample(family, "histogram", f"{family}_sum{sel} {sums[key]:.3f} {t}")
-            canary = _labels({"site": site, "deployment": name, "replica": str(replica["index"])})
+            canary = _labels({k: labels[k] for k in ("site", "deployment", "replica", "node")})
             failing = name == "glm-5-1" and start + 3000 <= t < start + 3900  # one replica fails for 15 minutes
-            sample("fabric_canary_pass", "gauge", f"fabric_canary_pass{canary} {0 if failing else 1} {t}")
+            verdict = f"fabric_canary_replica_pass{canary} {0 if failing else 1} {t}"
+            sample("fabric_canary_replica_pass", "gauge", verdict)
+            rotation = f"fabric_canary_in_rotation{canary} {0 if failing else 1} {t}"
+            sample("fabric_canary_in_rotation", "gauge", rotation)
     text = []
     for (family, kind), lines in families.items():
         # OpenMetrics wants each series' samples together, in time order
@@ -171,7 +174,7 @@ def test_a_screenshot_shows_every_panel_of_brnos_deployments_dashboard(tmp_path:
         "Queue depth (requests waiting)",
         "KV-cache use (per replica)",
         "Prefix-cache hit rate (30m)",
-        "Canary (1 pass, 0 fail)",
+        "Canary (1 pass, 0 fail) and rotation (1 in)",
     ]
     assert len(titles) == 6 + 3 * 7  # a row of three for each of Brno's seven deployments
     assert [p.title for p in page.panels if p.series == 0] == []  # every panel drew the series it queries

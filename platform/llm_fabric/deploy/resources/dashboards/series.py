@@ -4,10 +4,10 @@ The engines' series go through `observability.either` (vLLM's and SGLang's name 
 LiteLLM's are its Prometheus callback's (the gateway's `callbacks: [..., prometheus]`), which names
 the tenant `api_key_alias` (the fabric's key alias is the tenant: gateway/runtime/hooks.py); DCGM's
 are `gpu_metrics.COLLECTED`. `FABRIC_METRICS` lists the fabric's own series with their exporter:
-the recording rules, and the four this dashboard set agrees with other parts of the fabric: a
-replica's canary verdict (the canary prober), a tenant's month-to-date tokens and budget (the report
-exporter) and the gateway's refusals by reason (the gateway's admission), each a name their
-exporter has yet to take up. tests/deploy/test_dashboard_queries.py checks every name against the
+the recording rules, and those of other parts of the fabric built beside the dashboards: a
+replica's canary verdict and rotation (the canary prober), a tenant's month so far and its budgets
+(the report exporter), and the gateway's refusals by reason (a name the gateway's admission has yet
+to export). tests/deploy/test_dashboard_queries.py checks every name against the
 real exporters' names.
 """
 
@@ -33,16 +33,31 @@ FABRIC_METRICS: dict[str, FabricMetric] = {
         name: FabricMetric("the recording rules (deploy/resources/observability.py)", (), "recorded")
         for name in RECORDING_RULES
     },
-    "fabric_canary_pass": FabricMetric(
-        "the canary prober",
-        ("site", "deployment", "replica"),
-        "1 while the replica's last canary round passed, 0 while it failed; absent: unknown",
+    "fabric_canary_replica_pass": FabricMetric(
+        "the canary prober (live/canary.py, the canary branch)",
+        ("site", "deployment", "replica", "node"),
+        "1 when the replica passed every canary prompt, else 0; absent: no verdict yet",
     ),
-    "fabric_tenant_tokens_month_to_date": FabricMetric(
-        "the report exporter (ledger/report/exporter.py)", ("tenant",), "tokens the tenant used this month so far"
+    "fabric_canary_in_rotation": FabricMetric(
+        "the canary prober (live/prober.py, the canary branch)",
+        ("site", "deployment", "replica", "node"),
+        "1 while the gateway routes to the replica, 0 while it is out of rotation",
     ),
-    "fabric_tenant_tokens_per_month": FabricMetric(
-        "the report exporter (ledger/report/exporter.py)", ("tenant",), "the tenant's monthly token budget"
+    "fabric_tenant_month_tokens": FabricMetric(
+        "the report exporter (ledger/tenant_month.py, the budgets branch)", ("tenant",), "tokens this month so far"
+    ),
+    "fabric_tenant_budget_tokens": FabricMetric(
+        "the report exporter (ledger/tenant_month.py, the budgets branch)", ("tenant",), "the tenant's tokens_per_month"
+    ),
+    "fabric_tenant_month_price": FabricMetric(
+        "the report exporter (ledger/tenant_month.py, the budgets branch)",
+        ("tenant", "currency"),
+        "this month's tokens at the reference prices",
+    ),
+    "fabric_tenant_budget_price": FabricMetric(
+        "the report exporter (ledger/tenant_month.py, the budgets branch)",
+        ("tenant", "currency"),
+        "the tenant's price_per_month",
     ),
     "fabric_gateway_refusals_total": FabricMetric(
         "the gateway's admission (gateway/runtime)",

@@ -106,10 +106,14 @@ def _every_deployment() -> Row:
                 "percentunit",
             ),
             Panel(
-                "Canary (1 pass, 0 fail)",
-                (Query(f"fabric_canary_pass{{{chosen}}}", BY_REPLICA),),
+                "Canary (1 pass, 0 fail) and rotation (1 in)",
+                (
+                    Query(f"fabric_canary_replica_pass{{{chosen}}}", f"{BY_REPLICA} canary"),
+                    Query(f"fabric_canary_in_rotation{{{chosen}}}", f"{BY_REPLICA} in rotation"),
+                ),
                 kind="stat",
-                description="each replica's last canary round; no value: no verdict yet (unknown)",
+                description="each replica's last canary round (no value: no verdict yet, unknown) and "
+                "whether the gateway routes to it",
             ),
         ),
     )
@@ -198,8 +202,15 @@ def _tenants() -> Row:
             Panel(
                 "Tokens this month against the budget",
                 (
-                    Query(f"fabric_tenant_tokens_month_to_date{{{chosen}}}", "{{tenant}} used"),
-                    Query(f"fabric_tenant_tokens_per_month{{{chosen}}}", "{{tenant}} budget"),
+                    Query(f"fabric_tenant_month_tokens{{{chosen}}}", "{{tenant}} used"),
+                    Query(f"fabric_tenant_budget_tokens{{{chosen}}}", "{{tenant}} budget"),
+                ),
+            ),
+            Panel(
+                "Spend this month against the price budget",
+                (
+                    Query(f"fabric_tenant_month_price{{{chosen}}}", "{{tenant}} spent ({{currency}})"),
+                    Query(f"fabric_tenant_budget_price{{{chosen}}}", "{{tenant}} budget ({{currency}})"),
                 ),
             ),
         ),
