@@ -178,6 +178,10 @@ def test_a_screenshot_shows_every_panel_of_brnos_deployments_dashboard(tmp_path:
     ]
     assert len(titles) == 6 + 3 * 7  # a row of three for each of Brno's seven deployments
     assert [p.title for p in page.panels if p.series == 0] == []  # every panel drew the series it queries
+    # "expected 20,829 tok/s here, delivering about half": the legend carries the last values
+    (speed, *_) = [p for p in page.panels if p.title == "Output tok/s against the plan"]
+    delivering, expected, ceiling = (float(legend.rsplit(" ", 1)[1].replace(",", "")) for legend in speed.legends)
+    assert 0.4 * expected < delivering < 0.6 * expected < ceiling
 
     html = tmp_path / "dashboard.html"
     html.write_text(page.html)

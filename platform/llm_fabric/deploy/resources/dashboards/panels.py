@@ -36,6 +36,7 @@ class Panel:
     unit: str = "short"
     kind: Literal["timeseries", "stat"] = "timeseries"
     description: str = ""
+    last_in_legend: bool = False  # the legend shows each line's last value ("delivering 95")
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ def _panel(panel: Panel) -> timeseries.Panel | stat.Panel:
     built: timeseries.Panel | stat.Panel
     if panel.kind == "timeseries":
         legend = gc.VizLegendOptions().show_legend(True).display_mode(LegendDisplayMode.LIST)
+        legend = legend.calcs(["lastNotNull"] if panel.last_in_legend else [])
         built = (
             timeseries.Panel()
             .legend(legend.placement(LegendPlacement.BOTTOM))

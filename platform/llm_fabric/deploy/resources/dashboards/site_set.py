@@ -140,7 +140,7 @@ def _against_plan(site: TrustedSite, plan: Plan, site_id: str, name: str) -> Row
     return Row(
         title,
         (
-            Panel("Output tok/s against the plan", tuple(speed), "short"),
+            Panel("Output tok/s against the plan", tuple(speed), "short", last_in_legend=True),
             _p50_p95(
                 "Time to first token p50 / p95",
                 ttft,
