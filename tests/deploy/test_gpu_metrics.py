@@ -18,7 +18,7 @@ from llm_fabric.deploy.crd_validation import core_errors
 from llm_fabric.deploy.manifests import all_objects
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.gpu_metrics import COLLECTED, DCGM_EXPORTER_IMAGE, counters_csv
-from llm_fabric.deploy.resources.observability import alert_rules, dashboard_json
+from llm_fabric.deploy.resources.observability import alert_rules
 from llm_fabric.distribution import data_path
 from tests.deploy.crdschemas import validate_custom
 from tests.deploy.test_pulumi_stacks import run_stack
@@ -62,9 +62,12 @@ def test_the_service_monitor_passes_its_crd_and_labels_the_node(reference_inputs
     ]
 
 
-def test_the_collectors_name_every_field_the_alerts_and_dashboard_read() -> None:
+def test_the_collectors_name_every_field_the_alerts_and_dashboards_read(reference_inputs: StackInputs) -> None:
     read = {r["expr"] for r in alert_rules(StackOptions(site_repo=data_path("examples")))}
-    read |= {t["expr"] for p in dashboard_json()["panels"] for t in p["targets"]}
+    for obj in all_objects(build_stack("observability", reference_inputs)):
+        if obj["metadata"]["labels"].get("grafana_dashboard") == "1":
+            (text,) = obj["data"].values()
+            read |= {t["expr"] for p in json.loads(text)["panels"] for t in p.get("targets", [])}
     fields = {f for expr in read for f in re.findall(r"DCGM_FI_[A-Z0-9_]+", expr)}
     assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_POWER_USAGE"} <= fields
     assert fields <= set(COLLECTED)
@@ -145,7 +148,8 @@ def test_render_check_validates_the_exporter_objects(
     args = ["render", "--site", "brno", site, "--out", str(out), "--plan", str(plan), "--stack", "observability"]
     assert main([*args, "--check", "--crds", str(crds_or_skip()), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["check"]["core"] == 4 and report["check"]["custom"] == 2  # 2 ConfigMaps, DaemonSet, Service
+    # the counters and the four dashboards (ConfigMaps), DaemonSet, Service
+    assert report["check"]["core"] == 7 and report["check"]["custom"] == 2
     written = sorted(p.name for p in (out / "brno" / "observability").glob("*dcgm*"))
     assert written == [
         "configmap-llm-fabric-dcgm-exporter-counters.yaml",

@@ -54,8 +54,9 @@ def test_cli_check_passes_the_reference_site(
     assert main([*args, "--crds", str(crds), "--json"]) == 0
     check = json.loads(capsys.readouterr().out)["check"]
     # the tenant gateway: ConfigMap, Deployment, Service, NetworkPolicy, records claim, PodMonitor, rules,
-    # and dcgm-exporter (collectors ConfigMap, DaemonSet, Service, ServiceMonitor)
-    assert check == {"kubernetes_version": "1.33", "core": 27, "custom": 21, "custom_unchecked": 0, "crds": str(crds)}
+    # dcgm-exporter (collectors ConfigMap, DaemonSet, Service, ServiceMonitor) and four dashboard ConfigMaps
+    # in place of the one dashboard before
+    assert check == {"kubernetes_version": "1.33", "core": 30, "custom": 21, "custom_unchecked": 0, "crds": str(crds)}
     assert main(args) == 0  # without --crds: custom resources are counted, not checked
     assert "21 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
 

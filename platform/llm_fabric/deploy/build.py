@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from llm_fabric.deploy.manifests import Bundle
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
+from llm_fabric.deploy.resources.dashboards.site_set import build_dashboards
 from llm_fabric.deploy.resources.gateway import build_gateway_bundles
 from llm_fabric.deploy.resources.observability import build_observability
 from llm_fabric.deploy.resources.serving import build_serving
@@ -56,5 +57,6 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
         # the namespace comes first; the LocalQueues live in it and the workloads name them
         return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + gateway
     if stack == "observability":
-        return build_observability(inputs.site, inputs.site_id, inputs.namespace, inputs.options)
+        observability = build_observability(inputs.site, inputs.site_id, inputs.namespace, inputs.options)
+        return observability + build_dashboards(inputs.site, inputs.the_plan(), inputs.site_id, inputs.namespace)
     raise UsageError(f"unknown stack `{stack}`", hint=f"one of {', '.join(STACK_ORDER)}")

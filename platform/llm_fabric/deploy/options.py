@@ -90,5 +90,5 @@ STACK_FIELDS: dict[str, tuple[str, ...]] = {
         "startup_base_seconds",
         "startup_seconds_per_gb",
     ),
-    "observability": (*_COMMON, "queue_depth_threshold", "kv_cache_threshold", "prefix_hit_drop_ratio"),
+    "observability": (*_COMMON, "plan_file", "queue_depth_threshold", "kv_cache_threshold", "prefix_hit_drop_ratio"),
 }

@@ -1,11 +1,11 @@
-"""Alerts, recording rules and a Grafana dashboard for the serving fleet, over both engines.
+"""Alerts and recording rules for the serving fleet, over both engines (the dashboards: `dashboards/`).
 
 Each engine names its series its own way: vLLM (v1 engine) `vllm:prompt_tokens_total`,
 `vllm:kv_cache_usage_perc`, `vllm:prefix_cache_{hits,queries}_total`, `vllm:num_preemptions_total`...;
 SGLang (`--enable-metrics`) `sglang:prompt_tokens_total`, `sglang:token_usage`,
 `sglang:cached_tokens_total`, `sglang:num_retracted_requests_total`... `ENGINE_SERIES` pairs them
 by meaning; the recording rules select both names of a pair (`{__name__=~"vllm:a|sglang:b"}`) and
-aggregate them into one `fabric:*` series, so alerts, the dashboard and the ledger read one name
+aggregate them into one `fabric:*` series, so alerts, the dashboards and the ledger read one name
 whichever engine serves a deployment. SGLang's cached prompt tokens over its prompt tokens is the
 prefix-cache hit ratio (vLLM counts hits and queries in tokens too). SGLang counts aborted requests
 in `sglang:num_requests_total`: succeeded requests are that minus `sglang:num_aborted_requests_total`.
@@ -23,7 +23,6 @@ warns with its value, so that a new Xid gets sorted into the table instead of go
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from llm_fabric.deploy import labels as L
@@ -210,67 +209,6 @@ def build_observability(site: TrustedSite, site_id: str, namespace: str, options
         "metadata": {"name": "llm-fabric", "namespace": namespace, "labels": labels},
         "spec": {"groups": rule_groups(options)},
     }
-    dashboard: Manifest = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": "llm-fabric-dashboard",
-            "namespace": namespace,
-            # the Grafana sidecar (kube-prometheus-stack) loads ConfigMaps with this label
-            "labels": labels | {"grafana_dashboard": "1"},
-        },
-        "data": {"llm-fabric.json": json.dumps(dashboard_json(), indent=1, sort_keys=True)},
-    }
-    bundles = [Bundle("alert-rules", "llm-fabric", [rule]), Bundle("dashboard", "llm-fabric", [dashboard])]
+    bundles = [Bundle("alert-rules", "llm-fabric", [rule])]
     exporter = build_gpu_metrics(site, site_id, namespace)
     return bundles + ([Bundle("gpu-metrics", "dcgm-exporter", exporter)] if exporter else [])
-
-
-_PANELS = [
-    ("Generated tokens/s", "fabric:generation_tokens:rate5m", "short"),
-    ("Prompt tokens/s", "fabric:prompt_tokens:rate5m", "short"),
-    ("Prefix-cache hit rate (30m)", "fabric:prefix_cache_hit_ratio:rate30m", "percentunit"),
-    ("Requests waiting", "fabric:requests_waiting:sum", "short"),
-    ("Requests running", "fabric:requests_running:sum", "short"),
-    ("KV cache usage (max per replica)", "fabric:kv_cache_usage:max", "percentunit"),
-    ("Preemptions / 10m (SGLang: retractions)", "fabric:preemptions:increase10m", "short"),
-    ("Time to first token p95 (s)", "fabric:time_to_first_token_seconds:p95_5m", "s"),
-]
-# dcgm-exporter's series (gpu_metrics.COLLECTED), one line per GPU
-_GPU_PANELS = [
-    ("GPU Xid (last reported, by GPU)", "DCGM_FI_DEV_XID_ERRORS", "short"),
-    ("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL", "percent"),
-    ("GPU memory used (MiB)", "DCGM_FI_DEV_FB_USED", "decmbytes"),
-    ("GPU power (W)", "DCGM_FI_DEV_POWER_USAGE", "watt"),
-    ("GPU temperature", "DCGM_FI_DEV_GPU_TEMP", "celsius"),
-    ("GPU uncorrectable ECC errors / 1h", "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[1h])", "short"),
-]
-
-
-def dashboard_json() -> dict[str, Any]:
-    panels = []
-    by_replica, by_gpu = "{{deployment}} {{replica}}", "{{node}} GPU {{gpu}}"
-    rows = [(*p, by_replica) for p in _PANELS] + [(*p, by_gpu) for p in _GPU_PANELS]
-    for i, (title, expr, unit, legend) in enumerate(rows):
-        panels.append(
-            {
-                "id": i + 1,
-                "type": "timeseries",
-                "title": title,
-                "datasource": {"type": "prometheus", "uid": "${datasource}"},
-                "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
-                "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-                "targets": [{"refId": "A", "expr": expr, "legendFormat": legend}],
-            }
-        )
-    return {
-        "title": "llm-fabric serving",
-        "uid": "llm-fabric-serving",
-        "schemaVersion": 39,
-        "tags": ["llm-fabric", "vllm", "sglang"],
-        "time": {"from": "now-6h", "to": "now"},
-        "templating": {
-            "list": [{"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"}]
-        },
-        "panels": panels,
-    }
