@@ -9,8 +9,9 @@ put the probe first in a priority queue) comes from the backend.
 - startup: `GET` the health path, sized by the weights (`serving.startup_failure_threshold`), as before;
 - liveness: a streamed greedy completion of `PROMPT` (`LIVE_TOKENS` tokens) within a deadline from the
   plan's expected speed (`liveness_timing`); restart only after `SILENCE_S` of failing probes in a row;
-- readiness: loaded (health path), not draining (the drain file), canary not failing (the canary
-  prober's verdict, read with fail-open: an unreachable prober leaves the replica ready);
+- readiness: loaded (health path), not draining (the drain file), generating (the last liveness verdict:
+  a replica that stopped generating leaves the Service at once, long before its restart), canary not
+  failing (the canary prober's verdict, read with fail-open: an unreachable prober leaves it ready);
 - preStop: `probe drain` marks the pod draining and waits for its streams to finish.
 """
 
@@ -30,7 +31,9 @@ from llm_fabric.engine.runtime.probe import DEFAULT_TOKENS as LIVE_TOKENS
 from llm_fabric.plan.document import DeploymentCapacity, ReplicaPlacement
 
 PROBE_MODULE = "llm_fabric.engine.runtime.probe"
-DRAIN_FILE = "/tmp/llm-fabric-draining"  # the container's own filesystem: a restarted container is not draining
+# on the container's own filesystem: a restarted container is neither draining nor known not to generate
+DRAIN_FILE = "/tmp/llm-fabric-draining"
+LIVENESS_FILE = "/tmp/llm-fabric-liveness"  # the last liveness verdict, which readiness reads
 
 # liveness: the answer's deadline is MARGIN x (a prompt of max_model_len tokens prefilled ahead of the
 # probe + LIVE_TOKENS at the expected inter-token latency), within [MIN, MAX] seconds
@@ -127,7 +130,7 @@ def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTim
     command += ["--model", str(model), "--deadline", str(timing.deadline_s), "--tokens", str(LIVE_TOKENS)]
     if fields:
         command += ["--fields", json.dumps(fields, sort_keys=True, separators=(",", ":"))]
-    return command
+    return [*command, "--state-file", LIVENESS_FILE]
 
 
 def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str) -> list[str]:
@@ -143,6 +146,8 @@ def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str) ->
         traits.health_path,
         "--drain-file",
         DRAIN_FILE,
+        "--live-state-file",
+        LIVENESS_FILE,
         "--canary-url",
         canary_url(replica, namespace),
     ]

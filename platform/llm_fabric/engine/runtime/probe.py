@@ -1,14 +1,17 @@
 """The engine pod's probes, run INSIDE the engine container with the image's Python (an exec probe).
 
-    python3 -m llm_fabric.engine.runtime.probe live  --port 8000 --model NAME --deadline S [--fields JSON]
-    python3 -m llm_fabric.engine.runtime.probe ready --port 8000 --drain-file F [--canary-url URL]
+    python3 -m llm_fabric.engine.runtime.probe live  --port 8000 --model NAME --deadline S [--state-file F] ...
+    python3 -m llm_fabric.engine.runtime.probe ready --port 8000 --drain-file F [--canary-url URL] ...
     python3 -m llm_fabric.engine.runtime.probe drain --port 8000 --drain-file F --running-metric M ...
 
 - `live`: one streamed, greedy completion of a fixed prompt (`PROMPT`, `--tokens` output tokens) to the
   engine's own OpenAI port; passes when the answer ends (every token or an early stop) within
-  `--deadline` seconds. An engine that answers `/health` and never sends a token fails it.
+  `--deadline` seconds. An engine that answers `/health` and never sends a token fails it. Its verdict
+  is kept in `--state-file`, for readiness.
 - `ready`: false while the engine is loading (its health path does not answer 200), while the pod drains
-  (the drain file exists), and while the canary prober's verdict for this replica is `fail`. A prober
+  (the drain file exists), while the last liveness probe failed (the engine is not generating: out of
+  the Service at once, restarted only after the liveness threshold) and while the canary prober's
+  verdict for this replica is `fail`. A prober
   that cannot be reached, or answers anything else, does not make the replica unready (fail open): the
   prober being down must not empty every Service.
 - `drain` (the container's preStop): writes the drain file (readiness turns false, the Service drops the
@@ -48,8 +51,8 @@ def _base(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def _stream_events(response: Any, stop_at: float) -> Iterator[dict[str, Any]]:
-    """The JSON events of a server-sent-event stream, until `[DONE]`; ProbeFailed past `stop_at`."""
+def _stream_events(response: Any, stop_at: float) -> Iterator[dict[str, Any] | None]:
+    """The JSON events of a server-sent-event stream, then None for its `[DONE]`; ProbeFailed past `stop_at`."""
     for raw in response:
         if time.monotonic() > stop_at:
             raise ProbeFailed("past the deadline")
@@ -58,6 +61,7 @@ def _stream_events(response: Any, stop_at: float) -> Iterator[dict[str, Any]]:
             continue
         data = line[5:].strip()
         if data == "[DONE]":
+            yield None
             return
         try:
             yield json.loads(data)
@@ -79,11 +83,14 @@ def live(port: int, model: str, deadline: float, tokens: int, fields: dict[str, 
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     start = time.monotonic()
     stop_at = start + deadline
-    received, first, finished = 0, None, None
+    received, first, finished, done = 0, None, None, False
     try:
         # the socket timeout bounds each read; the deadline bounds the whole answer
         with urllib.request.urlopen(request, timeout=deadline) as response:
             for event in _stream_events(response, stop_at):
+                if event is None:
+                    done = True
+                    break
                 for choice in event.get("choices") or []:
                     if choice.get("text") is not None:
                         received += 1
@@ -103,9 +110,9 @@ def live(port: int, model: str, deadline: float, tokens: int, fields: dict[str, 
             raise ProbeFailed(_silence(received, deadline, "timed out")) from None
         raise ProbeFailed(f"POST {url} failed: {reason}") from None
     took = time.monotonic() - start
-    if finished is None or received == 0:
-        raise ProbeFailed(f"the stream ended after {received} tokens without a finish reason ({took:.2f} s)")
-    return f"ok: {received} tokens in {took:.2f} s (first after {first:.2f} s), finish {finished}"
+    if not (done or finished) or received == 0:
+        raise ProbeFailed(f"the stream broke off after {received} tokens ({took:.2f} s)")
+    return f"ok: {received} tokens in {took:.2f} s (first after {first or took:.2f} s)"
 
 
 def _silence(received: int, deadline: float, how: str) -> str:
@@ -130,9 +137,38 @@ def _canary_state(url: str, timeout: float) -> tuple[str, str]:
     return state, str(reason)
 
 
-def ready(port: int, health_path: str, drain_file: Path, canary_url: str | None, timeout: float) -> str:
+def _record(state_file: Path | None, passed: bool, message: str) -> None:
+    """The liveness verdict for readiness; written whole (rename), so readiness never reads half of it."""
+    if state_file is None:
+        return
+    partial = state_file.with_name(state_file.name + ".partial")
+    partial.write_text(json.dumps({"passed": passed, "message": message, "at": time.time()}), encoding="utf-8")
+    partial.replace(state_file)
+
+
+def _last_liveness(state_file: Path | None) -> dict[str, Any] | None:
+    if state_file is None:
+        return None
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None  # no liveness probe has run yet in this container
+    return state if isinstance(state, dict) else None
+
+
+def ready(
+    port: int,
+    health_path: str,
+    drain_file: Path,
+    live_state: Path | None,
+    canary_url: str | None,
+    timeout: float,
+) -> str:
     if drain_file.exists():
         raise ProbeFailed(f"draining (since {drain_file.read_text(encoding='utf-8').strip() or 'the preStop hook'})")
+    last = _last_liveness(live_state)
+    if last is not None and not last.get("passed"):
+        raise ProbeFailed(f"not generating: the last liveness probe failed: {last.get('message')}")
     url = _base(port) + health_path
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -203,10 +239,12 @@ def _parser() -> argparse.ArgumentParser:
     p_live.add_argument("--deadline", type=float, required=True, help="seconds for the whole answer")
     p_live.add_argument("--tokens", type=int, default=DEFAULT_TOKENS)
     p_live.add_argument("--fields", type=json.loads, default={}, help="JSON object merged into the request")
+    p_live.add_argument("--state-file", type=Path, help="where the verdict is kept for readiness")
     p_ready = sub.add_parser("ready", help="loaded, not draining, canary not failing")
     p_ready.add_argument("--port", type=int, required=True)
     p_ready.add_argument("--health-path", default="/health")
     p_ready.add_argument("--drain-file", type=Path, required=True)
+    p_ready.add_argument("--live-state-file", type=Path, help="the liveness probe's --state-file")
     p_ready.add_argument("--canary-url", help="the prober's verdict for this replica (GET, JSON `state`)")
     p_ready.add_argument("--timeout", type=float, default=2.0, help="seconds per HTTP request")
     p_drain = sub.add_parser("drain", help="mark the pod draining, wait for its streams")
@@ -226,9 +264,15 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(args.fields, dict):
                 print("--fields must be a JSON object", file=sys.stderr)
                 return 2
-            message = live(args.port, args.model, args.deadline, args.tokens, args.fields)
+            try:
+                message = live(args.port, args.model, args.deadline, args.tokens, args.fields)
+            except ProbeFailed as exc:
+                _record(args.state_file, False, str(exc))
+                raise
+            _record(args.state_file, True, message)
         elif args.probe == "ready":
-            message = ready(args.port, args.health_path, args.drain_file, args.canary_url, args.timeout)
+            live_state = args.live_state_file
+            message = ready(args.port, args.health_path, args.drain_file, live_state, args.canary_url, args.timeout)
         else:
             message = drain(args.port, args.drain_file, args.running_metric, args.settle, args.limit, args.poll)
     except ProbeFailed as exc:
