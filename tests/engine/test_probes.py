@@ -82,6 +82,11 @@ def test_sglang_replica_passes_its_rendered_probes(
     # the replica's arguments are ones the pinned SGLang's own parser accepts
     verdicts = check_with_sglang([ArgCase(name, container["args"])], python=engine_python_path, wheel=sglang_wheel)
     assert [(v.ok, v.problems) for v in verdicts] == [(True, [])]
+    # /health only says "started" (readiness every 10 s generates nothing): the switch is the pinned SGLang's
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"] == "0"
+    environ = (sglang_wheel / "sglang" / "srt" / "environ.py").read_text()
+    assert "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION = EnvBool(True)" in environ
     standin = start(standins, pod, seconds_per_token=0.001)
     commands = probe_commands(pod)
     with urllib.request.urlopen(standin.base_url + "/v1/models", timeout=5) as response:

@@ -27,7 +27,9 @@ class SglangBackend:
     model_positional: bool = False  # --model-path
     attention_dp: bool = True
     image_options: tuple[str, str] = ("sglang_image", "sglang_image_rocm")
-    container_env: Mapping[str, str] = field(default_factory=dict)
+    # SGLang's /health runs a one-token generation by default; the fabric's liveness probe generates, so
+    # /health (startup, readiness: every 10 s) only says whether the server has started
+    container_env: Mapping[str, str] = field(default_factory=lambda: {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"})
     probe_traits: ProbeTraits = field(default_factory=lambda: PROBE_TRAITS)
 
     def command(self, serving: ServingArgs) -> EngineCommand:
