@@ -6,9 +6,10 @@ probe is the qwen3-5 replica's rendered exec command, run with the engine venv's
 local engine (its port and served name swapped in). A window is `--window` seconds of `--streams`
 concurrent streaming completions of 64 tokens; the load's throughput is the engine's
 `vllm:generation_tokens_total` rise over the window minus the probes' own tokens. Windows alternate
-without / with (a loaded machine drifts); the "with" windows run the probe every `--period` seconds
-(default: the rendered one), and a second pair of windows runs it every `--stress-period` seconds to
-bound the cost from above. Reported: the median of each, and the ratio with / without.
+without / with, the order flipped every other run (a loaded machine drifts); the "with" windows run
+the probe every `--period` seconds (default: the rendered one), and a second pair of windows runs it
+every `--stress-period` seconds to bound the cost from above.
+Reported: the median of each, and the ratio with / without.
 
     PYTHONPATH=platform .venv/bin/python bench/probe_overhead.py [--runs 3] [--window 60] [--streams 4]
 """
@@ -36,10 +37,12 @@ from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, engine_python, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.runtime.probe import PROMPT
 from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.hardware.catalog import load_gpu_catalog
 
 GENERATED = {"generation": "vllm:generation_tokens_total"}
+PROBE_SECONDS: list[float] = []  # each probe's answer time under the load, as the probe printed it
 
 
 def generated(engine: LocalEngine) -> int:
@@ -79,6 +82,7 @@ def window(
                 result = run_rendered(probe, python, values, timeout=300)
                 if result.returncode != 0:
                     raise SystemExit(f"the probe failed under load: {result.stdout}{result.stderr}")
+                PROBE_SECONDS.append(float(result.stdout.split(" tokens in ", 1)[1].split(" s", 1)[0]))
                 probes += 1
                 next_probe += period
             time.sleep(0.05)
@@ -87,7 +91,7 @@ def window(
     stop.set()
     for stream in streams:
         stream.join()
-    return tokens / elapsed
+    return float(tokens) / elapsed
 
 
 def main() -> int:
@@ -118,18 +122,30 @@ def main() -> int:
             engine.wait_healthy(600)
             rows: dict[str, list[float]] = {"without": [], "with": [], "stress without": [], "stress with": []}
             for run in range(args.runs):
-                rows["without"].append(window(engine, args.window, args.streams, None, period, python))
-                rows["with"].append(window(engine, args.window, args.streams, probe, period, python))
                 half = args.window / 2
-                rows["stress without"].append(window(engine, half, args.streams, None, args.stress_period, python))
-                rows["stress with"].append(window(engine, half, args.streams, probe, args.stress_period, python))
-                print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.1f} tok/s" for k, v in rows.items()), flush=True)
+                pairs = [
+                    ("without", args.window, None, period),
+                    ("with", args.window, probe, period),
+                    ("stress without", half, None, args.stress_period),
+                    ("stress with", half, probe, args.stress_period),
+                ]
+                if run % 2:  # every other run the other order: a drift within a run cancels out
+                    pairs = [pairs[1], pairs[0], pairs[3], pairs[2]]
+                for key, seconds, command, every in pairs:
+                    rows[key].append(window(engine, seconds, args.streams, command, every, python))
+                order = " / ".join(key for key, *_ in pairs)
+                print(f"run {run + 1} ({order}): " + ", ".join(f"{k} {v[-1]:.1f} tok/s" for k, v in rows.items()))
         finally:
             engine.stop()
     med = {key: statistics.median(values) for key, values in rows.items()}
     print(
         f"probe every {period:g} s (rendered): without {med['without']:.1f} tok/s, with {med['with']:.1f} tok/s, "
         f"ratio {med['with'] / med['without']:.3f}"
+    )
+    share = (LIVE_TOKENS + len(PROMPT.encode())) / (med["without"] * period)
+    print(
+        f"probe answer under load: median {statistics.median(PROBE_SECONDS):.2f} s, max {max(PROBE_SECONDS):.2f} s "
+        f"({len(PROBE_SECONDS)} probes); a probe's tokens / the load's tokens in one period: {share:.2e}"
     )
     print(
         f"probe every {args.stress_period:g} s (stress): without {med['stress without']:.1f} tok/s, "
