@@ -8,6 +8,7 @@ sends a token fails liveness within its deadline, saying so, and readiness turns
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -20,6 +21,7 @@ import pytest
 
 from llm_fabric.engine.argcheck import ArgCase
 from llm_fabric.engine.local.sglang_standin import SglangStandin, StandinOptions, options_from_args
+from llm_fabric.engine.request_hooks import request_priority
 from llm_fabric.engine.sglang.check import check_with_sglang
 from tests.engine.probe_runner import VerdictServer, flag_value, probe_commands, render_engines, run_rendered
 
@@ -237,3 +239,39 @@ def test_the_drain_gives_up_at_its_limit(
     drain = run_rendered(probe_commands(pod)["drain"], PY, values, timeout=30)
     assert drain.returncode == 0
     assert drain.stdout.strip() == "drain: stopping with 1 requests still running: the 2 s drain limit passed"
+
+
+def test_a_priority_queue_lets_the_probe_go_first(
+    sglang_pods: dict[str, dict[str, Any]], standins: list[SglangStandin], tmp_path: Path
+) -> None:
+    """A busy but healthy engine must not fail liveness: the probe carries the owner's priority."""
+    pod = sglang_pods["qwen3-5-122b-0"]  # a dedicated deployment: its engine schedules by priority
+    live = probe_commands(pod)["live"]
+    assert json.loads(flag_value(live, "--fields")) == {"priority": request_priority(owner=True)}
+    pool = request_priority(owner=False)
+    # a request without a priority counts as the pool's: without its field the probe would wait its turn
+    standin = start(standins, pod, max_running=1, seconds_per_token=0.02, default_priority=pool)
+    assert standin.options.priority_scheduling and standin.options.low_priority_values_first
+
+    def send(name: str, priority: int, tokens: int) -> None:
+        body = {"model": "m", "prompt": name, "max_tokens": tokens, "user": name, "priority": priority}
+        request = urllib.request.Request(
+            standin.base_url + "/v1/completions", data=json.dumps(body).encode(), method="POST"
+        )
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
+
+    senders = [threading.Thread(target=send, args=("blocker", pool, 40))]
+    senders[0].start()
+    while standin.scheduler.running == 0:
+        time.sleep(0.005)
+    senders.append(threading.Thread(target=send, args=("pool", pool, 4)))
+    senders[1].start()
+    while not standin.scheduler.waiting:
+        time.sleep(0.005)
+    result = run_rendered(live, PY, {"--port": port(standin), "--state-file": str(tmp_path / "live")}, timeout=60)
+    for sender in senders:
+        sender.join(30)
+    assert result.returncode == 0, result.stdout
+    assert standin.started == ["blocker", "", "pool"]  # the probe (no `user`) before the waiting pool request
