@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from llm_fabric.engine.argcheck import ArgCase
+from llm_fabric.engine.local.server import free_port
 from llm_fabric.engine.local.sglang_standin import SglangStandin, StandinOptions, options_from_args
 from llm_fabric.engine.request_hooks import request_priority
 from llm_fabric.engine.sglang.check import check_with_sglang
@@ -275,3 +276,11 @@ def test_a_priority_queue_lets_the_probe_go_first(
         sender.join(30)
     assert result.returncode == 0, result.stdout
     assert standin.started == ["blocker", "", "pool"]  # the probe (no `user`) before the waiting pool request
+
+
+def test_a_loading_engine_is_not_ready(sglang_pods: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    ready = probe_commands(sglang_pods["glm-5-1-0"])["ready"]
+    nothing = str(free_port())  # the server does not listen yet: the weights are still loading
+    result = run_rendered(ready, PY, {"--port": nothing, **files(tmp_path)}, timeout=30)
+    assert result.returncode == 1
+    assert result.stdout.startswith("ready: FAIL: loading: GET /health failed: [Errno 111] Connection refused")
