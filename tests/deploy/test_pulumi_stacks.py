@@ -12,6 +12,7 @@ from llm_fabric.deploy.build import StackInputs, build_stack, load_inputs
 from llm_fabric.deploy.components import deploy_stack
 from llm_fabric.deploy.manifests import all_objects
 from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.resources.probes import canary_egress
 from llm_fabric.deploy.resources.serving import FINGERPRINT_ANNOTATION
 from llm_fabric.init import init_site
 from llm_fabric.plan.planning import plan_site
@@ -112,16 +113,30 @@ def test_cold_start_probe_allows_minutes(reference_inputs: StackInputs) -> None:
     assert probe["httpGet"] == {"path": "/health", "port": "http"}
 
 
+def test_generating_probes_and_the_drain_reach_the_stack(reference_inputs: StackInputs) -> None:
+    resources = kubernetes(run_stack("serving", reference_inputs))
+    pod = resources["Deployment/deepseek-v3-2-0"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    live = container["livenessProbe"]["exec"]["command"]
+    assert live[:4] == ["python3", "-m", "llm_fabric.engine.runtime.probe", "live"]
+    deadline = int(live[live.index("--deadline") + 1])
+    assert container["livenessProbe"]["timeoutSeconds"] == deadline + 5
+    assert container["readinessProbe"]["exec"]["command"][3] == "ready"
+    assert container["lifecycle"]["preStop"]["exec"]["command"][3] == "drain"
+    assert pod["terminationGracePeriodSeconds"] == 120
+
+
 def test_network_policy_allows_dns_and_only_the_sites_cidrs(reference_inputs: StackInputs, edited_site: Any) -> None:
     policy = kubernetes(run_stack("serving", reference_inputs))["NetworkPolicy/llm-fabric-serving-egress"]
     assert policy["spec"]["policyTypes"] == ["Egress"]
     assert {p["port"] for p in policy["spec"]["egress"][0]["ports"]} == {53}
     # brno allows the Vienna site's ingress (Brno's gateway relays to Vienna's gateway there)
-    assert policy["spec"]["egress"][1:] == [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}]
+    # and the readiness probe reads the canary prober's verdict in the namespace
+    assert policy["spec"]["egress"][1:] == [{"to": [{"ipBlock": {"cidr": "192.0.2.0/24"}}]}, canary_egress()]
     fabric = (reference_inputs.site.root / "fabric.yaml").read_text()
     closed = edited_site({"fabric.yaml": fabric.replace("- 192.0.2.0/24", "[]")})
     policy = kubernetes(run_stack("serving", closed))["NetworkPolicy/llm-fabric-serving-egress"]
-    assert len(policy["spec"]["egress"]) == 1  # DNS only
+    assert policy["spec"]["egress"][1:] == [canary_egress()]  # DNS and the canary prober only
 
 
 def test_kueue_quotas_match_the_allocations(reference_inputs: StackInputs) -> None:

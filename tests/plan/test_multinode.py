@@ -92,6 +92,9 @@ def test_the_two_node_replica_renders_as_a_leader_worker_set_that_passes_the_crd
     script = worker["containers"][0]["args"][0]
     assert "--node-rank ${LWS_WORKER_INDEX}" in script and "--master-addr ${LWS_LEADER_ADDRESS}" in script
     assert "--headless" in script and "readinessProbe" not in worker["containers"][0]
+    # the leader is probed by generating and drains its streams; a headless worker has neither
+    assert leader["containers"][0]["livenessProbe"]["exec"]["command"][3] == "live"
+    assert "lifecycle" in leader["containers"][0] and "lifecycle" not in worker["containers"][0]
 
 
 def test_the_worker_script_is_valid_shell_and_expands_the_rank() -> None:

@@ -67,6 +67,15 @@ class ArgsCheck:
     parser: str  # whose parser judged, for people: "vLLM's parser"
 
 
+@dataclass(frozen=True)
+class ProbeTraits:
+    """What the engine pod's probe program (`engine.runtime.probe`) is told of the engine at render time."""
+
+    python: str  # the image's interpreter, the one llm_fabric is installed for
+    health_path: str  # answers 200 once the weights are loaded and the server listens
+    running_metric: str  # the gauge of requests in flight on /metrics (the drain waits for 0)
+
+
 class EngineBackend(Protocol):
     """One serving engine: its name, its program, how it is sized and checked."""
 
@@ -96,6 +105,10 @@ class EngineBackend(Protocol):
     @property
     def container_env(self) -> Mapping[str, str]:
         """Set on every container of the engine, over the plan's environment."""
+
+    @property
+    def probe_traits(self) -> ProbeTraits:
+        """What the probes (liveness, readiness, the drain) need to know of the engine."""
 
     def command(self, serving: ServingArgs) -> EngineCommand: ...
 

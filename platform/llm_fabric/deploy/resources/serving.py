@@ -7,9 +7,9 @@ else), and a PodMonitor whose relabelling gives every engine series the plan's l
 
 Both engines serve the OpenAI API, `/health` and (SGLang with `--enable-metrics`, which its commands
 always carry) `/metrics` on the one port the plan gives them, so Service, probes and PodMonitor are
-the same; a pod's `app.kubernetes.io/name` says which engine it runs. SGLang's `/health` answers 503
-until the server has started and then runs a one-token generation when idle, so it serves as
-startup, readiness and liveness probe like vLLM's.
+the same; a pod's `app.kubernetes.io/name` says which engine it runs. The probes (a generating
+liveness probe, readiness with draining and the canary's verdict, the preStop drain) are
+`deploy.resources.probes`'.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from typing import Any
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.resources import probes
 from llm_fabric.deploy.resources.allocations import pool_queue_name
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
-from llm_fabric.plan.document import Plan, ReplicaPlacement
+from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.trust.sites import TrustedSite
 
@@ -53,7 +54,8 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
     pool = pool_queue_name(site)
     for name, placed in sorted(by_deployment.items()):
         objects = [_service(name, namespace)]
-        objects += [_workload(r, site.nodes[r.node], namespace, options, pool) for r in placed]
+        capacity = plan.deployments.get(name)
+        objects += [_workload(r, site.nodes[r.node], namespace, options, pool, capacity) for r in placed]
         bundles.append(Bundle("served-model", name, objects))
     return bundles
 
@@ -127,6 +129,7 @@ def _network_policy(site: TrustedSite, site_id: str, namespace: str) -> Manifest
     allowed = site.config.sites[site_id].egress_allowed
     if allowed:
         egress.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in allowed]})
+    egress.append(probes.canary_egress())
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -215,33 +218,29 @@ def engine_arguments(replica: ReplicaPlacement) -> list[str]:
     return args
 
 
-def _container(replica: ReplicaPlacement, node: NodeManifest, options: StackOptions) -> dict[str, Any]:
+def _container(
+    replica: ReplicaPlacement,
+    node: NodeManifest,
+    options: StackOptions,
+    namespace: str,
+    capacity: DeploymentCapacity | None,
+) -> dict[str, Any]:
     resource = L.GPU_RESOURCE[node.gpus.vendor]
     engine = backend(replica.engine)
     env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env | dict(engine.container_env)
     nvidia_image, amd_image = engine.image_options
     image = str(getattr(options, amd_image if node.gpus.vendor == "amd" else nvidia_image))
-
-    def probe(period: int, failures: int) -> dict[str, Any]:
-        return {
-            "httpGet": {"path": "/health", "port": "http"},
-            "periodSeconds": period,
-            "timeoutSeconds": 5,
-            "failureThreshold": failures,
-        }
-
+    args = engine_arguments(replica)
+    startup = startup_failure_threshold(node, replica, options)
     return {
         "name": replica.engine,
         "image": image,
         "command": list(engine.launcher),
-        "args": engine_arguments(replica),
+        "args": args,
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
         "resources": {"limits": {resource: str(len(replica.gpu_indices))}},
-        "startupProbe": probe(PROBE_PERIOD, startup_failure_threshold(node, replica, options)),
-        "readinessProbe": probe(10, 3),
-        # a long prefill can starve /health for a while; restart only after minutes of silence
-        "livenessProbe": probe(30, 5),
+        **probes.container_probes(replica, args, namespace, capacity, startup, PROBE_PERIOD),
         "volumeMounts": [{"name": "models", "mountPath": "/models"}, {"name": "shm", "mountPath": "/dev/shm"}],
     }
 
@@ -268,7 +267,7 @@ def _pod_spec(
         "priorityClassName": PRIORITY_DEDICATED if replica.dedicated_for else PRIORITY_POOL,
         "affinity": affinity,
         "tolerations": tolerations,
-        "terminationGracePeriodSeconds": 120,
+        "terminationGracePeriodSeconds": probes.TERMINATION_GRACE_S,
         "containers": [container],
         "volumes": [
             {"name": "models", "hostPath": {"path": options.model_cache_path, "type": "Directory"}},
@@ -297,14 +296,20 @@ def _metadata(labels: dict[str, str], namespace: str, annotations: dict[str, str
 
 
 def _workload(
-    replica: ReplicaPlacement, node: NodeManifest, namespace: str, options: StackOptions, pool: str
+    replica: ReplicaPlacement,
+    node: NodeManifest,
+    namespace: str,
+    options: StackOptions,
+    pool: str,
+    capacity: DeploymentCapacity | None,
 ) -> Manifest:
     if replica.worker_nodes:
-        return _leader_worker_set(replica, node, namespace, options, pool)
+        return _leader_worker_set(replica, node, namespace, options, pool, capacity)
     queue = replica.dedicated_for or pool
     labels = replica_labels(replica, queue)
     selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
-    pod_spec = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options))
+    container = _container(replica, node, options, namespace, capacity)
+    pod_spec = _pod_spec(replica, node, options, [replica.node], container)
     annotations = _annotations(replica)
     return {
         "apiVersion": "apps/v1",
@@ -350,7 +355,12 @@ def worker_script(replica: ReplicaPlacement, gpus_per_node: int) -> str:
 
 
 def _leader_worker_set(
-    replica: ReplicaPlacement, node: NodeManifest, namespace: str, options: StackOptions, pool: str
+    replica: ReplicaPlacement,
+    node: NodeManifest,
+    namespace: str,
+    options: StackOptions,
+    pool: str,
+    capacity: DeploymentCapacity | None,
 ) -> Manifest:
     """A multi-node replica: one LeaderWorkerSet group, the leader (API server) on `replica.node`, one headless
     worker on each other node. Kueue admits the group as one workload (the queue label on the set), so the
@@ -358,11 +368,11 @@ def _leader_worker_set(
     queue = replica.dedicated_for or pool
     labels = replica_labels(replica, queue)
     annotations = _annotations(replica)
-    leader = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options))
-    worker_container = _container(replica, node, options)
+    leader = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options, namespace, capacity))
+    worker_container = _container(replica, node, options, namespace, capacity)
     worker_container["command"] = ["/bin/sh", "-c"]
     worker_container["args"] = [worker_script(replica, len(replica.gpu_indices))]
-    for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe"):  # headless: no API server
+    for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"):  # headless: no API server
         worker_container.pop(key)
     worker = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
+from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport, ProbeTraits
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.reported import Reported
@@ -15,6 +15,8 @@ from llm_fabric.engine.sglang import live
 from llm_fabric.engine.sglang.capacity import sglang_estimate
 from llm_fabric.engine.sglang.command import KV_CACHE_DTYPES, LAUNCHER, SGLANG_VERSION, sglang_command
 from llm_fabric.engine.sglang.requests import loop_guard_fields
+
+PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric="sglang:num_running_reqs")
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,10 @@ class SglangBackend:
     model_positional: bool = False  # --model-path
     attention_dp: bool = True
     image_options: tuple[str, str] = ("sglang_image", "sglang_image_rocm")
-    container_env: Mapping[str, str] = field(default_factory=dict)
+    # SGLang's /health runs a one-token generation by default; the fabric's liveness probe generates, so
+    # /health (startup, readiness: every 10 s) only says whether the server has started
+    container_env: Mapping[str, str] = field(default_factory=lambda: {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"})
+    probe_traits: ProbeTraits = field(default_factory=lambda: PROBE_TRAITS)
 
     def command(self, serving: ServingArgs) -> EngineCommand:
         return sglang_command(serving)

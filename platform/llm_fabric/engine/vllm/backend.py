@@ -6,13 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport
+from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport, ProbeTraits
 from llm_fabric.engine.capacity.model import estimate
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.reported import Reported
 from llm_fabric.engine.vllm import live
 from llm_fabric.engine.vllm.command import LAUNCHER, VLLM_VERSION, engine_command
+
+PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric="vllm:num_requests_running")
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class VllmBackend:
     attention_dp: bool = False  # vLLM's DP attention is a layout (--parallelism dp-ep)
     image_options: tuple[str, str] = ("engine_image", "engine_image_rocm")
     container_env: Mapping[str, str] = field(default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1"})
+    probe_traits: ProbeTraits = field(default_factory=lambda: PROBE_TRAITS)
 
     def command(self, serving: ServingArgs) -> EngineCommand:
         return engine_command(serving)

@@ -1,0 +1,217 @@
+"""An engine container's probes and its preStop drain, from the plan (issue 26 point 1).
+
+Every probe but startup is an exec probe running `engine.runtime.probe` with the engine image's
+Python (llm_fabric is installed in both engine images): no sidecar, no second image, no extra port or
+NetworkPolicy hole for it, and the kubelet restarts the container whose probe it is. What differs per
+engine (its health path, its running-requests gauge, the request fields that skip the loop guard and
+put the probe first in a priority queue) comes from the backend.
+
+- startup: `GET` the health path, sized by the weights (`serving.startup_failure_threshold`), as before;
+- liveness: a streamed greedy completion of `PROMPT` (`LIVE_TOKENS` tokens) within a deadline from the
+  plan's expected speed (`liveness_timing`); restart only after `SILENCE_S` of failing probes in a row;
+- readiness: loaded (health path), not draining (the drain file), generating (the last liveness verdict:
+  a replica that stopped generating leaves the Service at once, long before its restart), canary not
+  failing (the canary prober's verdict, read with fail-open: an unreachable prober leaves it ready);
+- preStop: `probe drain` marks the pod draining and waits for its streams to finish.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from llm_fabric.deploy import labels as L
+from llm_fabric.engine.backends import backend
+from llm_fabric.engine.command import ENGINE_PORT
+from llm_fabric.engine.reported import flag
+from llm_fabric.engine.request_hooks import request_fields
+from llm_fabric.engine.runtime.probe import DEFAULT_TOKENS as LIVE_TOKENS
+from llm_fabric.plan.document import DeploymentCapacity, ReplicaPlacement
+
+PROBE_MODULE = "llm_fabric.engine.runtime.probe"
+# on the container's own filesystem: a restarted container is neither draining nor known not to generate
+DRAIN_FILE = "/tmp/llm-fabric-draining"
+LIVENESS_FILE = "/tmp/llm-fabric-liveness"  # the last liveness verdict, which readiness reads
+
+# liveness: the answer's deadline is MARGIN x (a prompt of max_model_len tokens prefilled ahead of the
+# probe + LIVE_TOKENS at the expected inter-token latency), within [MIN, MAX] seconds
+DEADLINE_MARGIN = 2.0
+DEADLINE_MIN_S = 10
+DEADLINE_MAX_S = 240
+DEADLINE_NO_FIGURES_S = 60  # a plan without speed figures for the deployment
+LIVENESS_MIN_PERIOD_S = 60  # at most one probe a minute: 60 probes an hour
+SILENCE_S = 300  # failing probes in a row for this long before the kubelet restarts the engine
+KUBELET_SLACK_S = 5  # the kubelet's timeout sits past the program's own deadline, so the program says why
+
+READINESS_PERIOD_S = 10
+READINESS_FAILURES = 2
+READINESS_TIMEOUT_S = 5  # the program's two GETs (health path, canary verdict) take 2 s each at most
+
+TERMINATION_GRACE_S = 120
+ENGINE_STOP_S = 15  # of the grace period, left for the engine's own shutdown after the drain
+
+# the canary prober's verdict endpoint (the canary lane serves it): GET /replicas/DEPLOYMENT/INDEX
+CANARY_SERVICE = "llm-fabric-canary"
+CANARY_PORT = 8080
+CANARY_PROBER_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "canary-prober"}
+
+
+@dataclass(frozen=True)
+class LivenessTiming:
+    """The liveness probe's figures and where they come from."""
+
+    deadline_s: int
+    period_s: int
+    failure_threshold: int
+    prefill_room_s: float
+    decode_s: float
+    source: str  # which speed figures of the plan: expected, ceiling, or none
+
+    @property
+    def timeout_s(self) -> int:
+        return self.deadline_s + KUBELET_SLACK_S
+
+    @property
+    def silence_s(self) -> int:
+        """Seconds of failing probes before a restart."""
+        return self.period_s * self.failure_threshold
+
+    @property
+    def probes_per_hour(self) -> float:
+        return 3600 / self.period_s
+
+
+def liveness_timing(capacity: DeploymentCapacity | None, max_model_len: int | None) -> LivenessTiming:
+    """The deadline: the plan's time to first token at the p50 context, scaled to a full `max_model_len`
+    prompt ahead of the probe (room for the longest prefill), plus the probe's tokens at the expected
+    inter-token latency with every p50 slot busy, times `DEADLINE_MARGIN`. The period leaves the kubelet's
+    timeout room; the threshold makes `SILENCE_S` of failures in a row the only way to a restart."""
+    speed = (capacity.expected or capacity.ceiling) if capacity is not None else None
+    if capacity is None or speed is None:
+        deadline, prefill, decode, source = DEADLINE_NO_FIGURES_S, 0.0, 0.0, "none"
+    else:
+        longest = max(max_model_len or capacity.context_p95, capacity.context_p50)
+        prefill = speed.ttft_ms / 1000 * longest / max(1, capacity.context_p50)
+        decode = LIVE_TOKENS * speed.itl_ms / 1000
+        deadline = min(DEADLINE_MAX_S, max(DEADLINE_MIN_S, math.ceil(DEADLINE_MARGIN * (prefill + decode))))
+        source = "expected" if capacity.expected is not None else "ceiling"
+    period = max(LIVENESS_MIN_PERIOD_S, deadline + KUBELET_SLACK_S)
+    return LivenessTiming(
+        deadline_s=deadline,
+        period_s=period,
+        failure_threshold=max(2, math.ceil(SILENCE_S / period)),
+        prefill_room_s=round(prefill, 2),
+        decode_s=round(decode, 3),
+        source=source,
+    )
+
+
+def engine_port(args: list[str]) -> str:
+    return flag(args, "--port") or str(ENGINE_PORT)
+
+
+def canary_url(replica: ReplicaPlacement, namespace: str) -> str:
+    return f"http://{CANARY_SERVICE}.{namespace}.svc:{CANARY_PORT}/replicas/{replica.deployment}/{replica.index}"
+
+
+def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTiming) -> list[str]:
+    engine = backend(replica.engine)
+    model = engine.planned_config(args)["served_model_name"]
+    # skip the loop guard (a probe is no user's request) and, where the engine queues by priority, go first
+    fields = request_fields(
+        replica.engine,
+        owner=True if engine.priority_scheduling(args) else None,
+        loop_guard=False,
+        low_values_first=engine.low_values_first(args),
+    )
+    command = [engine.probe_traits.python, "-m", PROBE_MODULE, "live", "--port", engine_port(args)]
+    command += ["--model", str(model), "--deadline", str(timing.deadline_s), "--tokens", str(LIVE_TOKENS)]
+    if fields:
+        command += ["--fields", json.dumps(fields, sort_keys=True, separators=(",", ":"))]
+    return [*command, "--state-file", LIVENESS_FILE]
+
+
+def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str) -> list[str]:
+    traits = backend(replica.engine).probe_traits
+    return [
+        traits.python,
+        "-m",
+        PROBE_MODULE,
+        "ready",
+        "--port",
+        engine_port(args),
+        "--health-path",
+        traits.health_path,
+        "--drain-file",
+        DRAIN_FILE,
+        "--live-state-file",
+        LIVENESS_FILE,
+        "--canary-url",
+        canary_url(replica, namespace),
+    ]
+
+
+def drain_command(replica: ReplicaPlacement, args: list[str]) -> list[str]:
+    traits = backend(replica.engine).probe_traits
+    settle = READINESS_PERIOD_S * READINESS_FAILURES + READINESS_PERIOD_S  # unready, then the endpoints follow
+    return [
+        traits.python,
+        "-m",
+        PROBE_MODULE,
+        "drain",
+        "--port",
+        engine_port(args),
+        "--drain-file",
+        DRAIN_FILE,
+        "--running-metric",
+        traits.running_metric,
+        "--settle",
+        str(settle),
+        "--limit",
+        str(TERMINATION_GRACE_S - ENGINE_STOP_S),
+    ]
+
+
+def container_probes(
+    replica: ReplicaPlacement,
+    args: list[str],
+    namespace: str,
+    capacity: DeploymentCapacity | None,
+    startup_failures: int,
+    startup_period: int,
+) -> dict[str, Any]:
+    """The container's `startupProbe`, `readinessProbe`, `livenessProbe` and `lifecycle` (its preStop)."""
+    traits = backend(replica.engine).probe_traits
+    max_model_len = backend(replica.engine).planned_config(args).get("max_model_len")
+    timing = liveness_timing(capacity, max_model_len if isinstance(max_model_len, int) else None)
+    return {
+        "startupProbe": {
+            "httpGet": {"path": traits.health_path, "port": "http"},
+            "periodSeconds": startup_period,
+            "timeoutSeconds": 5,
+            "failureThreshold": startup_failures,
+        },
+        "readinessProbe": {
+            "exec": {"command": ready_command(replica, args, namespace)},
+            "periodSeconds": READINESS_PERIOD_S,
+            "timeoutSeconds": READINESS_TIMEOUT_S,
+            "failureThreshold": READINESS_FAILURES,
+        },
+        "livenessProbe": {
+            "exec": {"command": live_command(replica, args, timing)},
+            "periodSeconds": timing.period_s,
+            "timeoutSeconds": timing.timeout_s,
+            "failureThreshold": timing.failure_threshold,
+        },
+        "lifecycle": {"preStop": {"exec": {"command": drain_command(replica, args)}}},
+    }
+
+
+def canary_egress() -> dict[str, Any]:
+    """The serving NetworkPolicy's rule that lets the readiness probe read the canary prober's verdict."""
+    return {
+        "to": [{"podSelector": {"matchLabels": dict(CANARY_PROBER_LABELS)}}],
+        "ports": [{"protocol": "TCP", "port": CANARY_PORT}],
+    }
