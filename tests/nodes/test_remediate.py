@@ -216,7 +216,7 @@ def test_an_application_xid_pages_nobody_and_writes_nothing(
     assert refs(site_repo) == branches and git(site_repo, "status", "--porcelain") == ""
 
 
-def test_watch_writes_the_branch_when_the_fault_fires_and_stops_on_ctrl_c(
+def test_watch_acts_on_each_fault_when_it_starts_firing_and_stops_on_ctrl_c(
     site_repo: Path, tmp_path: Path, exporter: XidExporter, prometheus_factory: Callable[..., PrometheusServer]
 ) -> None:
     prom = prometheus_factory(
@@ -226,21 +226,41 @@ def test_watch_writes_the_branch_when_the_fault_fires_and_stops_on_ctrl_c(
         [FABRIC, "nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url, "--watch", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
+    lines: list[str] = []
+    stdout = watch.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True)
+    reader.start()
+
+    def printed(text: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in lines):
+            assert time.monotonic() < deadline and watch.poll() is None, f"`{text}` not printed: {lines}"
+            time.sleep(0.2)
+
+    restart = (
+        "replica-fatal Xid 109 (Context switch timeout: the engine's context is wedged) on hgx-h100-tuwien "
+        "(GPU 0 (GPU-0000)): restart gpt-oss-120b/0 (kubectl delete pod --all-namespaces -l "
+        "'fabric.llm/replica=gpt-oss-120b-0'); no cordon, nothing written"
+    )
     try:
+        printed(f"watching {prom.url} every 1 s (Ctrl-C stops)")
         time.sleep(2)  # a quiet poll or two first: nothing fires yet
         assert "remediate/" not in refs(site_repo)
         exporter.values[("hgx-h100-tuwien", 5, "GPU-0005")] = 74
-        deadline = time.monotonic() + 60
-        while "refs/heads/remediate/hgx-h100-tuwien-xid74" not in refs(site_repo):
-            assert time.monotonic() < deadline and watch.poll() is None, "no branch from the watch"
-            time.sleep(0.5)
-        time.sleep(2.5)  # polls that find the fault handled print nothing
+        printed("### fabric validate --base main: valid")  # the branch, then its review
+        assert "refs/heads/remediate/hgx-h100-tuwien-xid74" in refs(site_repo)
+        exporter.values[("hgx-h100-tuwien", 0, "GPU-0000")] = 109  # gpt-oss-120b/0's GPU
+        printed(restart)
+        time.sleep(3)  # polls while both still fire print nothing
     finally:
         os.kill(watch.pid, signal.SIGINT)
-        out, _ = watch.communicate(timeout=30)
+        watch.wait(timeout=30)
+        reader.join(timeout=10)
+    out = "".join(lines)
     assert watch.returncode == 130, out
-    assert f"watching {prom.url} every 1 s (Ctrl-C stops)" in out
     assert out.count("cordoned `hgx-h100-tuwien` on branch remediate/hgx-h100-tuwien-xid74") == 1, out
+    assert out.count(restart) == 1, out
     assert "nothing changed" not in out
 
 
@@ -251,9 +271,11 @@ def test_a_named_replica_fatal_xid_says_restart_and_writes_nothing(site_repo: Pa
     assert "replica-fatal Xid 109 (Context switch timeout: the engine's context is wedged) on hgx-h200-ceitec:" in (
         done.stdout
     )
-    assert "restart the engine on that GPU (kubectl delete pod" in done.stdout and "no cordon, nothing written" in (
-        done.stdout
-    )
+    # named without its GPU: every replica the plan runs on the node
+    assert (
+        "restart gpt-oss-120b/1, mistral-small-4/0, qwen3-5-122b/0 (kubectl delete pod --all-namespaces -l "
+        "'fabric.llm/replica in (gpt-oss-120b-1,mistral-small-4-0,qwen3-5-122b-0)'); no cordon, nothing written"
+    ) in done.stdout
     assert refs(site_repo) == branches
 
 

@@ -258,14 +258,7 @@ def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) ->
     type=click.FloatRange(min=1),
     default=None,
     metavar="SECONDS",
-    help="Keep polling --prometheus every SECONDS (until Ctrl-C); prints only what changed.",
-)
-@click.option(
-    "--time-limit",
-    type=click.FloatRange(min=0.1),
-    default=None,
-    metavar="SECONDS",
-    help="Solver time limit of the review's plans (default 10, or $FABRIC_PLAN_TIME_LIMIT).",
+    help="Keep polling --prometheus every SECONDS (until Ctrl-C); prints a fault when it starts firing.",
 )
 def nodes_remediate_command(
     site_repo: Path,
@@ -274,7 +267,6 @@ def nodes_remediate_command(
     node: str | None,
     xid: int | None,
     watch: float | None,
-    time_limit: float | None,
 ) -> None:
     """Turn GPU faults into review branches: a node-fatal Xid becomes a signed cordon on `remediate/NODE-xidN`.
 
@@ -306,7 +298,7 @@ def nodes_remediate_command(
         raise UsageError("--watch polls Prometheus", hint="give --prometheus URL with --watch")
     private = load_private_key(key_path or default_private_key_path(site_repo))
     if watch is None:
-        invalid = _remediate_once(site_repo, private, prometheus, node, xid, time_limit, quiet=False)
+        invalid = _remediate_once(site_repo, private, prometheus, node, xid)
         if invalid:
             raise PolicyRefusal(
                 f"{len(invalid)} review branch(es) do not pass `fabric validate --base`: {', '.join(invalid)}",
@@ -315,9 +307,10 @@ def nodes_remediate_command(
             )
         return
     console.print(f"watching {prometheus} every {watch:g} s (Ctrl-C stops)", markup=False)
+    seen: set[tuple[str, int]] = set()
     while True:
         try:
-            _remediate_once(site_repo, private, prometheus, None, None, time_limit, quiet=True)
+            _remediate_once(site_repo, private, prometheus, None, None, seen=seen)
         except UsageError as exc:  # a Prometheus that is down for a while must not end the watch
             err_console.print(f"warning: {exc.message}; trying again in {watch:g} s", markup=False)
         time.sleep(watch)
@@ -329,12 +322,15 @@ def _remediate_once(
     prometheus: str | None,
     node: str | None,
     xid: int | None,
-    time_limit: float | None,
     *,
-    quiet: bool,
+    seen: set[tuple[str, int]] | None = None,
 ) -> list[str]:
-    """One pass: every fault's remedy printed (only the branches written, when `quiet`); the branches
-    written that do not validate."""
+    """One pass: every fault's remedy printed; the branches written that do not validate.
+
+    With `seen` (a watch), only the faults that started firing since the last pass are acted on (a
+    restarted watch looks at every fault again, which a second run leaves as it is); a fault that
+    stopped firing is forgotten, so its return is acted on again.
+    """
     from llm_fabric.nodes.remediate import faults_from_alerts, named_fault, remediate
     from llm_fabric.nodes.xid_alerts import firing_xids
 
@@ -343,21 +339,24 @@ def _remediate_once(
     else:
         assert node is not None and xid is not None
         faults = [named_fault(node, xid)]
-    if not faults and not quiet:
+    if not faults and seen is None:
         console.print(f"no GPU fault alert fires at {prometheus}: nothing to do", markup=False)
+    if seen is not None:
+        firing = {(f.node, f.xid) for f in faults}
+        faults = [f for f in faults if (f.node, f.xid) not in seen]
+        seen.intersection_update(firing)
+        seen.update(firing)
     invalid = []
     for remedy in remediate(site_repo, faults, private):
         if node is not None and remedy.outcome == "unknown-node":
             raise UsageError(remedy.message, hint=f"see `fabric nodes list -C {site_repo}`")
-        if quiet and not remedy.wrote:
-            continue
         console.print(remedy.message, markup=False)
-        if remedy.wrote and not _print_review(site_repo, remedy, time_limit):
+        if remedy.wrote and not _print_review(site_repo, remedy):
             invalid.append(remedy.branch or "")
     return invalid
 
 
-def _print_review(site_repo: Path, remedy: Remedy, time_limit: float | None) -> bool:
+def _print_review(site_repo: Path, remedy: Remedy) -> bool:
     """Print the branch's `fabric plan --base` review in Markdown and its `validate --base` verdict; True if valid."""
     from llm_fabric.nodes.remediate import base_branch, branch_checkout
     from llm_fabric.plan.report import markdown
@@ -367,7 +366,7 @@ def _print_review(site_repo: Path, remedy: Remedy, time_limit: float | None) -> 
     assert remedy.branch is not None
     base = base_branch(site_repo)
     with branch_checkout(site_repo, remedy.branch) as tree:
-        reviewed = plan_repo(tree, base, time_limit_s=time_limit)
+        reviewed = plan_repo(tree, base)
         report = validate_site(tree, base)
         found = [str(p).replace(f"{tree}/", "") for p in report.problems + report.violations]
     click.echo(f"\n<!-- the pull request's description: {remedy.branch} into {base} -->")

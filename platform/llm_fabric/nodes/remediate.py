@@ -7,7 +7,7 @@ the distribution's Xid table (`hardware.xids`), whatever alert carried it:
   made from the checked-out branch (the base). The re-plan is the one `fabric plan --base BASE`
   computes on that branch: the cordoned node counts no GPUs, so its replicas are placed elsewhere
   where policy allows, or listed as shortfalls. Nothing is merged; the review decides.
-- replica-fatal: what to do (restart the engine on that GPU), nothing written;
+- replica-fatal: what to do (restart the replicas the checkout's plan runs on that GPU), nothing written;
 - application: the workload's own fault, counted by the alert, nothing written, nobody paged;
 - an Xid the table does not list: named, nothing written (the table is to be completed).
 
@@ -28,11 +28,15 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from llm_fabric.deploy.labels import REPLICA
+from llm_fabric.deploy.resources.serving import replica_name
 from llm_fabric.documents import parse_yaml
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.xids import XidKind, XidTable, load_xid_table
 from llm_fabric.nodes.cordon import cordon_on_branch
 from llm_fabric.nodes.xid_alerts import FiringXid
+from llm_fabric.plan.document import ReplicaPlacement
+from llm_fabric.plan.review import plan_repo
 from llm_fabric.site import gitrepo
 from llm_fabric.site.paths import check_name
 
@@ -48,6 +52,7 @@ class Fault:
     xid: int
     gpus: tuple[str, ...]
     source: str  # the alert that carried it, or "named by the operator"
+    gpu_indices: tuple[int, ...] = ()  # empty: the GPUs are not known (a fault named by the operator)
 
     @property
     def branch(self) -> str:
@@ -74,7 +79,13 @@ def faults_from_alerts(firing: Sequence[FiringXid]) -> list[Fault]:
     for f in firing:
         grouped.setdefault((f.node, f.xid), []).append(f)
     return [
-        Fault(node, xid, tuple(f.gpu for f in group), ", ".join(sorted({f.alert for f in group})))
+        Fault(
+            node,
+            xid,
+            tuple(f.gpu for f in group),
+            ", ".join(sorted({f.alert for f in group})),
+            tuple(sorted({f.index for f in group if f.index is not None})),
+        )
         for (node, xid), group in sorted(grouped.items())
     ]
 
@@ -102,10 +113,23 @@ def remediate(
     base = base_branch(root)
     gitrepo.require_committed(root, [], "`fabric nodes remediate`")
     table = table or load_xid_table()
-    return [_remedy(root, base, fault, private, table) for fault in faults]
+    replicas: list[ReplicaPlacement] | None = None
+    out = []
+    for fault in faults:
+        if table.classify(fault.xid) == "replica-fatal" and replicas is None:
+            replicas = plan_repo(root).plan.replicas  # which replica runs on the GPU: the checkout's plan
+        out.append(_remedy(root, base, fault, private, table, replicas or []))
+    return out
 
 
-def _remedy(root: Path, base: str, fault: Fault, private: Ed25519PrivateKey, table: XidTable) -> Remedy:
+def _remedy(
+    root: Path,
+    base: str,
+    fault: Fault,
+    private: Ed25519PrivateKey,
+    table: XidTable,
+    replicas: Sequence[ReplicaPlacement],
+) -> Remedy:
     kind = table.classify(fault.xid)
     where = _where(fault)
     meaning = next((x.meaning for x in table.xids if x.xid == fault.xid), "")
@@ -130,8 +154,7 @@ def _remedy(root: Path, base: str, fault: Fault, private: Ed25519PrivateKey, tab
             fault,
             kind,
             "restart",
-            f"replica-fatal Xid {fault.xid} ({meaning}){where}: restart the engine on that GPU "
-            f"(kubectl delete pod -l app.kubernetes.io/component=engine --field-selector spec.nodeName={fault.node}); "
+            f"replica-fatal Xid {fault.xid} ({meaning}){where}: {_restart(fault, replicas)}; "
             "no cordon, nothing written",
         )
     status = _status_at(root, base, fault.node)
@@ -179,6 +202,22 @@ def _remedy(root: Path, base: str, fault: Fault, private: Ed25519PrivateKey, tab
         branch=fault.branch,
         commit=reg.commit,
     )
+
+
+def _restart(fault: Fault, replicas: Sequence[ReplicaPlacement]) -> str:
+    """What to restart: the planned replicas on the fault's GPUs (all of the node's when they are not known)."""
+    hit = [
+        r
+        for r in replicas
+        if r.node == fault.node and (not fault.gpu_indices or set(r.gpu_indices) & set(fault.gpu_indices))
+    ]
+    if not hit:
+        return f"the plan runs no replica on it; restart whatever uses it on {fault.node}"
+    names = ", ".join(f"{r.deployment}/{r.index}" for r in hit)
+    selector = (
+        f"{REPLICA}={replica_name(hit[0])}" if len(hit) == 1 else f"{REPLICA} in ({','.join(map(replica_name, hit))})"
+    )
+    return f"restart {names} (kubectl delete pod --all-namespaces -l '{selector}')"
 
 
 def _where(fault: Fault) -> str:

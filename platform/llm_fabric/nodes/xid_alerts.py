@@ -28,6 +28,7 @@ class FiringXid:
     node: str
     xid: int
     gpu: str  # "GPU 3 (GPU-30130bfd-...)" as the alert's labels name it
+    index: int | None  # the GPU's index on the node (dcgm-exporter's `gpu` label), as the plan numbers GPUs
     alert: str
     active_at: str
 
@@ -57,8 +58,13 @@ def firing_xids(url: str, *, timeout: float = 10.0) -> list[FiringXid]:
         xid = _xid(alert.get("value"))
         if not node or xid is None:
             continue  # the ServiceMonitor relabels `node`; a series without it names no machine to act on
-        gpu = f"GPU {labels.get('gpu', '?')} ({labels.get('UUID', 'no UUID')})"
-        out.append(FiringXid(str(node), xid, gpu, name, str(alert.get("activeAt", ""))))
+        index = str(labels.get("gpu", ""))
+        gpu = f"GPU {index or '?'} ({labels.get('UUID', 'no UUID')})"
+        out.append(
+            FiringXid(
+                str(node), xid, gpu, int(index) if index.isdigit() else None, name, str(alert.get("activeAt", ""))
+            )
+        )
     return sorted(out, key=lambda f: (f.node, f.xid, f.gpu))
 
 
