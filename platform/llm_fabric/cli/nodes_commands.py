@@ -254,9 +254,7 @@ def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) ->
 @click.option("--xid", "xid", type=click.IntRange(min=1), metavar="N", help="The Xid NODE reported (with --node).")
 @click.option(
     "--watch",
-    "watch",
     type=click.FloatRange(min=1),
-    default=None,
     metavar="SECONDS",
     help="Keep polling --prometheus every SECONDS (until Ctrl-C); prints a fault when it starts firing.",
 )
@@ -273,7 +271,7 @@ def nodes_remediate_command(
     Each fault is classified with the Xid table (enrollment/xid-classes.yaml). Node-fatal: a signed
     cordon commit with the fault as its reason on a branch made from the checked-out branch, and the
     `fabric plan --base` review of that branch in Markdown, for the pull request (nothing is merged).
-    Replica-fatal: says to restart the engine, writes nothing. Application Xids: the workload's fault,
+    Replica-fatal: names the replicas on that GPU to restart, writes nothing. Application Xids: the workload's fault,
     nothing written. A second run for the same fault changes nothing. Exit 3 when a branch it wrote
     does not pass `fabric validate --base`. Uncordoning after the repair is a reviewed change too.
 
