@@ -1,7 +1,8 @@
 """kill -9 of each writing command at random moments, then the checks a user would rely on (issue 20).
 
 After a kill: `init` left no folder or a complete committed one; `nodes retire`, `enroll` and `keys add`
-re-run to completion with everything committed; `render` and `report` re-run to outputs that verify,
+re-run to completion with everything committed; `nodes remediate` left the checkout as it was and its
+review branch absent or complete; `render` and `report` re-run to outputs that verify,
 with no temporary file left. FABRIC_KILL_TRIALS (default 2) trials per command; each waits a random
 fraction of the uninterrupted run's duration (seeded), so the kills land all over the command.
 """
@@ -105,6 +106,26 @@ def test_killed_retire_is_completed_by_the_rerun(make_site_repo) -> None:  # typ
         assert load_model(site / "nodes" / "dgx-b200-01.yaml", NodeManifest).status == "retired"
         assert (site / "retired" / "dgx-b200-01.yaml").is_file()
         assert _fabric("nodes", "verify", "-C", str(site)).returncode == 0
+
+
+def test_killed_remediate_leaves_the_checkout_and_no_half_branch(make_site_repo) -> None:  # type: ignore[no-untyped-def]
+    args = ["nodes", "remediate", "--node", "hgx-h100-tuwien", "--xid", "79", "-C"]
+    within = _timed(*args, str(make_site_repo(name="probe")))
+    for trial in range(TRIALS):
+        site = make_site_repo(name=f"site{trial}")
+        head = git(site, "rev-parse", "HEAD")
+        _killed([*args, str(site)], within)
+        assert _clean(site) and git(site, "rev-parse", "HEAD") == head  # the checkout is never written to
+        branch = git(site, "branch", "--list", "remediate/*").strip()
+        if branch:  # a branch exists only as update-ref made it: one signed cordon commit
+            assert git(site, "log", "--format=%s", "main..remediate/hgx-h100-tuwien-xid79").strip() == (
+                "cordon hgx-h100-tuwien: node-fatal Xid 79 (GPU has fallen off the bus)"
+            )
+        proc = _fabric(*args, str(site))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert ("nothing changed" in proc.stdout) == bool(branch), proc.stdout
+        assert git(site, "rev-list", "--count", "main..remediate/hgx-h100-tuwien-xid79").strip() == "1"
+        assert _clean(site) and git(site, "rev-parse", "HEAD") == head
 
 
 def test_killed_enroll_and_keys_add_are_completed_by_the_rerun(make_site_repo, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

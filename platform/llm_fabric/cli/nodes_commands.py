@@ -1,17 +1,22 @@
-"""`fabric nodes list|show|verify|cordon|uncordon|retire|sign`: the registered nodes."""
+"""`fabric nodes list|show|verify|cordon|uncordon|remediate|retire|sign`: the registered nodes."""
 
 from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 from rich.table import Table
 
 from llm_fabric.cli.options import key_option, site_repo_option
-from llm_fabric.cli.output import console, print_json
+from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+
+if TYPE_CHECKING:  # the plan and the Xid table load only when remediate runs
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from llm_fabric.nodes.remediate import Fault, Remedy
 
 # absolute: the registry joins paths onto it and git runs inside it (a relative ./site was staged as site/site/...)
 site_repo = site_repo_option(absolute=True)
@@ -19,7 +24,7 @@ site_repo = site_repo_option(absolute=True)
 
 @click.group("nodes")
 def nodes_group() -> None:
-    """Registered nodes: list, show, verify signatures, cordon, uncordon, retire, sign.
+    """Registered nodes: list, show, verify signatures, cordon, uncordon, remediate GPU faults, retire, sign.
 
     \b
     Example:
@@ -232,6 +237,157 @@ def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) ->
       fabric nodes uncordon hgx-h200-ceitec --site-repo ./site
     """
     _set_schedulable(site_repo, name, key_path, "active")
+
+
+@nodes_group.command("remediate")
+@site_repo
+@key_option
+@click.option(
+    "--prometheus",
+    "prometheus",
+    metavar="URL",
+    help="Read the firing FabricGpuXid* alerts from this Prometheus (its HTTP API, /api/v1/alerts).",
+)
+@click.option(
+    "--node", "node", metavar="NODE", help="Name the faulty node yourself (with --xid), instead of --prometheus."
+)
+@click.option("--xid", "xid", type=click.IntRange(min=1), metavar="N", help="The Xid NODE reported (with --node).")
+@click.option(
+    "--watch",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="Keep polling --prometheus every SECONDS (until Ctrl-C); prints a fault when it starts firing.",
+)
+def nodes_remediate_command(
+    site_repo: Path,
+    key_path: Path | None,
+    prometheus: str | None,
+    node: str | None,
+    xid: int | None,
+    watch: float | None,
+) -> None:
+    """Turn GPU faults into review branches: a node-fatal Xid becomes a signed cordon on `remediate/NODE-xidN`.
+
+    Each fault is classified with the Xid table (enrollment/xid-classes.yaml). Node-fatal: a signed
+    cordon commit with the fault as its reason on a branch made from the checked-out branch, and the
+    `fabric plan --base` review of that branch in Markdown, for the pull request (nothing is merged).
+    Replica-fatal: names the replicas on that GPU to restart, writes nothing. Application Xids: the workload's fault,
+    nothing written. A second run for the same fault changes nothing. Exit 3 when a branch it wrote
+    does not pass `fabric validate --base`. Uncordoning after the repair is a reviewed change too.
+
+    \b
+    Examples:
+      fabric nodes remediate -C ./site --prometheus http://prometheus-operated.monitoring.svc:9090
+      fabric nodes remediate -C ./site --node dgx-b200-01 --xid 79
+      fabric nodes remediate -C ./site --prometheus http://127.0.0.1:9090 --watch 60
+    """
+    import time
+
+    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
+
+    if (node is None) != (xid is None):
+        raise UsageError("--node and --xid go together", hint="e.g. --node dgx-b200-01 --xid 79")
+    if (node is None) == (prometheus is None):
+        raise UsageError(
+            "say where the faults come from: --prometheus URL, or --node NODE --xid N",
+            hint="e.g. fabric nodes remediate -C ./site --node dgx-b200-01 --xid 79",
+        )
+    if watch is not None and prometheus is None:
+        raise UsageError("--watch polls Prometheus", hint="give --prometheus URL with --watch")
+    private = load_private_key(key_path or default_private_key_path(site_repo))
+    if watch is None:
+        invalid = _remediate_once(site_repo, private, prometheus, node, xid)
+        if invalid:
+            raise PolicyRefusal(
+                f"{len(invalid)} review branch(es) do not pass `fabric validate --base`: {', '.join(invalid)}",
+                hint="the node is cordoned there all the same; add the change the problems above ask for "
+                "onto that branch before it is merged",
+            )
+        return
+    console.print(f"watching {prometheus} every {watch:g} s (Ctrl-C stops)", markup=False)
+    seen: set[tuple[str, int]] = set()
+    while True:
+        try:
+            _remediate_once(site_repo, private, prometheus, None, None, seen=seen)
+        except UsageError as exc:  # a Prometheus that is down for a while must not end the watch
+            err_console.print(f"warning: {exc.message}; trying again in {watch:g} s", markup=False)
+        time.sleep(watch)
+
+
+def _remediate_once(
+    site_repo: Path,
+    private: Ed25519PrivateKey,
+    prometheus: str | None,
+    node: str | None,
+    xid: int | None,
+    *,
+    seen: set[tuple[str, int]] | None = None,
+) -> list[str]:
+    """One pass: every fault's remedy printed; the branches written that do not validate.
+
+    With `seen` (a watch), only the faults that started firing since the last pass are acted on (a
+    restarted watch looks at every fault again, which a second run leaves as it is); a fault that
+    stopped firing is forgotten, so its return is acted on again.
+    """
+    from llm_fabric.nodes.remediate import faults_from_alerts, named_fault, remediate
+    from llm_fabric.nodes.xid_alerts import firing_xids
+
+    if prometheus is not None:
+        faults = faults_from_alerts(firing_xids(prometheus))
+    else:
+        assert node is not None and xid is not None
+        faults = [named_fault(node, xid)]
+    if not faults and seen is None:
+        console.print(f"no GPU fault alert fires at {prometheus}: nothing to do", markup=False)
+    if seen is not None:
+        firing = {(f.node, f.xid) for f in faults}
+        faults = [f for f in faults if (f.node, f.xid) not in seen]
+        seen.intersection_update(firing)
+        seen.update(firing)
+    invalid = []
+    for remedy in remediate(site_repo, faults, private):
+        if node is not None and remedy.outcome == "unknown-node":
+            raise UsageError(remedy.message, hint=f"see `fabric nodes list -C {site_repo}`")
+        console.print(remedy.message, markup=False)
+        if remedy.wrote and not _print_review(site_repo, remedy):
+            invalid.append(remedy.branch or "")
+    return invalid
+
+
+def _print_review(site_repo: Path, remedy: Remedy) -> bool:
+    """Print the branch's `fabric plan --base` review in Markdown and its `validate --base` verdict; True if valid."""
+    from llm_fabric.nodes.remediate import base_branch, branch_checkout
+    from llm_fabric.plan.report import markdown
+    from llm_fabric.plan.review import plan_repo
+    from llm_fabric.validate import validate_site
+
+    assert remedy.branch is not None
+    base = base_branch(site_repo)
+    with branch_checkout(site_repo, remedy.branch) as tree:
+        reviewed = plan_repo(tree, base)
+        report = validate_site(tree, base)
+        found = [str(p).replace(f"{tree}/", "") for p in report.problems + report.violations]
+    click.echo(f"\n<!-- the pull request's description: {remedy.branch} into {base} -->")
+    click.echo(_fault_markdown(remedy.fault, base))
+    click.echo(markdown(reviewed.plan, reviewed.diff), nl=False)
+    if found:
+        lines = "".join(f"- {p}\n" for p in found)
+        click.echo(f"\n### fabric validate --base {base}: NOT valid\n\n{lines}")
+    else:
+        click.echo(f"\n### fabric validate --base {base}: valid\n")
+    return not found
+
+
+def _fault_markdown(fault: Fault, base: str) -> str:
+    gpus = ", ".join(fault.gpus) or "the node's GPUs"
+    return (
+        f"## Remediation: cordon `{fault.node}` (node-fatal Xid {fault.xid})\n\n"
+        f"- fault: Xid {fault.xid} on {gpus}; source: {fault.source}\n"
+        f"- change: `nodes/{fault.node}.yaml` status `cordoned`, re-signed; nothing is drained until the plan "
+        "below is deployed\n"
+        f"- merge when the plan below is acceptable; uncordon after the repair is its own reviewed change\n\n"
+        f"The plan of this branch against `{base}` (`fabric plan --base {base} --format markdown`):\n"
+    )
 
 
 @nodes_group.command("sign")
