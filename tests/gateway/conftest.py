@@ -108,9 +108,20 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextlib.contextmanager
-def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], externals: list[str]) -> Iterator[str]:
-    """`fabric gateway run` as a subprocess (the real command); yields its URL, stops it by its process group."""
+def running_gateway(
+    repo: Path,
+    plan: Path,
+    root: Path,
+    endpoints: list[str],
+    externals: list[str],
+    *,
+    site: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[str]:
+    """`fabric gateway run` as a subprocess (the real command); yields its URL, stops it by its process group.
+    `site`: the gateway of that site (--site); `env`: more of the proxy's environment (the counter store)."""
     port = free_port()
+    root.mkdir(parents=True, exist_ok=True)
     log = root / "gateway-run.log"
     argv = [
         str(Path(sys.executable).parent / "fabric"),
@@ -128,13 +139,14 @@ def running_gateway(repo: Path, plan: Path, root: Path, endpoints: list[str], ex
         str(root / "run"),
     ]
     argv += [a for e in endpoints for a in ("--endpoint", e)] + [a for e in externals for a in ("--external", e)]
+    argv += ["--site", site] if site else []
     with log.open("wb") as out:
         process = subprocess.Popen(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key"},
+            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key", **(env or {})},
         )
     try:
         wait_ready(f"http://127.0.0.1:{port}", process, log)

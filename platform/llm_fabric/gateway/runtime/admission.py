@@ -176,13 +176,14 @@ class Admission:
         in_flight = seen.in_flight[a.joins[0]]
         if access.max_concurrent_requests is not None and in_flight > access.max_concurrent_requests:
             return Refusal(
-                f"tenant `{tenant}` has {in_flight - 1} requests in flight, its limit", self.capacity_retry_s
+                f"tenant `{tenant}` has its limit of {access.max_concurrent_requests} requests in flight",
+                self.capacity_retry_s,
             )
         window = sorted(seen.window.items())
         requests = sum(v[0] for _, v in window)
         if access.requests_per_minute is not None and requests > access.requests_per_minute:
             return Refusal(
-                f"tenant `{tenant}` sent {requests - 1} requests in the last minute, its limit",
+                f"tenant `{tenant}` sent its limit of {access.requests_per_minute} requests in the last minute",
                 self._window_retry(window, now, requests - access.requests_per_minute, 0),
             )
         if access.input_tokens_per_minute is not None:
@@ -207,8 +208,8 @@ class Admission:
         held = 0 if dep.owner == tenant else max(dep.owner_reserved - owner_busy, 0)
         if busy + held > dep.capacity:
             return Refusal(
-                f"deployment `{deployment}` is full ({busy - 1} of {dep.capacity} requests"
-                + (f", {held} held for its owner" if held else "")
+                f"deployment `{deployment}` is full ({dep.capacity} requests at once"
+                + (f", {held} of them held for its owner" if held else "")
                 + ")",
                 self.capacity_retry_s,
                 "capacity",
