@@ -180,6 +180,17 @@ def test_a_budget_spent_through_one_pod_is_refused_by_the_other(pods: Pods) -> N
     assert sorted(r["status"] for r in rows) == ["200", "200", "200", "429", "429"]  # the refusals are metered too
 
 
+def test_the_month_to_date_of_the_ingested_records_is_in_tenants_show(pods: Pods) -> None:
+    settled("budgeted", 5, pods.a, pods.b)  # after the budget test: 3 answered, 2 refused
+    store = pods.root / "ledger.duckdb"
+    fabric(["ledger", "ingest", "-C", str(pods.repo), "--store", str(store), str(pods.a.records), str(pods.b.records)])
+    shown = fabric(["tenants", "show", "-C", str(pods.repo), "budgeted", "--store", str(store)])
+    month, _ = month_of(time.time())
+    assert f"month_to_date: {month}: 5 requests, 30 tokens of 25, 0.00 USD" in shown
+    as_json = json.loads(fabric(["tenants", "show", "-C", str(pods.repo), "budgeted", "--store", str(store), "--json"]))
+    assert as_json["month_to_date"]["tokens"] == 30 and as_json["month_to_date"]["currency"] == "USD"
+
+
 def test_a_price_budget_is_spent_at_the_reference_prices(pods: Pods) -> None:
     big = "tenant:priced " + "word " * 9998  # 9,999 words: 10,004 prompt tokens, 2 of them cached
     statuses = [(pods.a if i % 2 else pods.b).chat("priced", "qwen3-5", big)[0] for i in range(4)]

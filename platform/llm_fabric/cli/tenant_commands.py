@@ -217,16 +217,32 @@ def tenants_list_command(site_repo: Path, as_json: bool) -> None:
 @site_repo_option()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def tenants_show_command(site_repo: Path, name: str, as_json: bool) -> None:
-    """Show one tenant: its file's fields, the nodes it contributes, its key ids.
+@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="Ledger store (default: ledger.yaml's).")
+def tenants_show_command(site_repo: Path, name: str, as_json: bool, store: Path | None) -> None:
+    """Show one tenant: its file's fields, the nodes it contributes, its key ids, its month so far.
+
+    The month-to-date is the ledger store's (what `fabric ledger ingest` stored of the gateways'
+    records), priced at ledger.yaml's reference prices, against the tenant's monthly budgets.
 
     \b
     Example:
       fabric tenants show -C ./site ceitec-structural
     """
+    from llm_fabric.ledger.tenant_month import month_to_date
+    from llm_fabric.site.loader import load_site
     from llm_fabric.site.tenants import tenant_summary
 
     row = _tenant_row(tenant_summary(site_repo, name))
+    month = month_to_date(load_site(site_repo), site_repo, datetime.now(UTC), store).get(name)
+    if as_json:
+        row["month_to_date"] = None
+        if month is not None:
+            row["month_to_date"] = {
+                "month": month.month, "requests": month.requests, "tokens": month.tokens,
+                "price": str(month.price), "currency": month.currency,
+            }  # fmt: skip
+    else:
+        row["month_to_date"] = month.describe() if month is not None else "no ledger store yet"
     if as_json:
         print_json(row)
         return
