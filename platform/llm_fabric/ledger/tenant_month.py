@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.usage import RecordUsage
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.token_prices import price_of
+from llm_fabric.token_prices import price_at
 
 
 @dataclass(frozen=True)
@@ -48,22 +48,14 @@ def tenant_months(site: SiteRepo, usage: RecordUsage | None, month: Month) -> di
         requests, total, price = spent.get(tenant, (0, 0, Decimal(0)))
         rates = prices.get(model)
         if rates is not None:
-            price += price_of(
-                tokens.input,
-                tokens.cached_input,
-                tokens.output,
-                input_rate=rates.input,
-                cached_input_rate=rates.cached_input,
-                output_rate=rates.output,
-            )
+            price += price_at(rates, tokens.input, tokens.cached_input, tokens.output)
         spent[tenant] = (requests + tokens.requests, total + tokens.total, price)
+    nothing = (0, 0, Decimal(0))
     return {
         name: TenantMonth(
-            tenant=name,
-            month=str(month),
-            requests=spent.get(name, (0, 0, Decimal(0)))[0],
-            tokens=spent.get(name, (0, 0, Decimal(0)))[1],
-            price=spent.get(name, (0, 0, Decimal(0)))[2],
+            name,
+            str(month),
+            *spent.get(name, nothing),
             currency=currency,
             tokens_budget=tenant.limits.tokens_per_month,
             price_budget=tenant.limits.price_per_month,

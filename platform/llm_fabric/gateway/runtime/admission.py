@@ -35,7 +35,7 @@ from llm_fabric.gateway.runtime.counters import (
     StoreDown,
 )
 from llm_fabric.gateway.runtime.settings import DeploymentAccess, TenantAccess, TokenRates
-from llm_fabric.token_prices import price_of
+from llm_fabric.token_prices import price_at
 
 NANO = Decimal(10) ** 9
 
@@ -83,14 +83,7 @@ def nano_price(usage: Usage, rates: TokenRates | None) -> int:
     """The request's price in 10^-9 of the currency, as the price ledger prices it; 0 for an unpriced deployment."""
     if rates is None:
         return 0
-    price = price_of(
-        usage.input_tokens,
-        usage.cached_input_tokens,
-        usage.output_tokens,
-        input_rate=rates.input,
-        cached_input_rate=rates.cached_input,
-        output_rate=rates.output,
-    )
+    price = price_at(rates, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
     return int((price * NANO).to_integral_value(rounding=ROUND_HALF_EVEN))
 
 

@@ -17,7 +17,7 @@ from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.usage import Tokens
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import HardwareCost, LedgerConfig, TokenPrices
-from llm_fabric.token_prices import price_of
+from llm_fabric.token_prices import price_at
 
 CENT = Decimal("0.01")
 
@@ -29,14 +29,7 @@ def cents(value: Decimal) -> Decimal:
 def price_tokens(tokens: Tokens, prices: TokenPrices, *, cache_pricing: bool = True) -> Decimal:
     """What `tokens` cost at `prices` (per million); cached input at its own rate when `cache_pricing`."""
     cached = tokens.cached_input if cache_pricing else 0
-    return price_of(
-        tokens.input,
-        cached,
-        tokens.output,
-        input_rate=prices.input,
-        cached_input_rate=prices.cached_input,
-        output_rate=prices.output,
-    )
+    return price_at(prices, tokens.input, cached, tokens.output)
 
 
 @dataclass
