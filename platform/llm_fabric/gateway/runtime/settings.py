@@ -83,7 +83,7 @@ class CounterSettings(FabricModel):
 
     url: str | None = Field(None, description="redis:// or rediss://; $FABRIC_GATEWAY_COUNTERS_URL overrides it")
     prefix: str = Field(description="key prefix: the federation's name, so that one Redis may serve several")
-    timeout_s: float = Field(0.25, gt=0, description="a store slower than this counts as unreachable")
+    timeout_s: float = Field(1.0, gt=0, description="a store slower than this counts as unreachable")
 
 
 class GroupAccess(FabricModel):
