@@ -286,3 +286,19 @@ def test_sites_with_a_store_each_admit_their_share_of_the_budget(two_sites: tupl
     assert served * TOKENS_A_REQUEST == 100  # the federation's budget, not each site's
     status, _, body = vienna.chat("federated", "qwen3-5", hi("federated"))
     assert status == 429 and "has spent its monthly budget (40 of its 40 tokens in " in body["error"]["message"]
+
+
+def test_without_redis_server_make_test_fails_naming_the_install_step(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import tests.fixtures.redis_server as fixture
+
+    monkeypatch.setattr(fixture, "REDIS_SERVER", str(tmp_path / "no-redis-server"))
+    monkeypatch.setenv("FABRIC_REQUIRE_ALL", "1")
+    with pytest.raises(pytest.fail.Exception) as failed:
+        fixture.require_redis()
+    assert "FABRIC_REQUIRE_ALL=1 (make test) but redis-server is missing" in str(failed.value)
+    assert "make system-deps (Debian package redis-server)" in str(failed.value)
+    monkeypatch.delenv("FABRIC_REQUIRE_ALL")
+    with pytest.raises(pytest.skip.Exception, match=r"redis-server is missing \(make system-deps"):
+        fixture.require_redis()
