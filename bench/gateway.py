@@ -5,16 +5,19 @@ generated config: one without our hooks (LiteLLM's master-key auth, no callbacks
 as `fabric gateway run` starts it. Rounds interleave the three paths (a loaded machine drifts);
 each round sends `--requests` sequential requests per path (latency) and the same number from
 `--concurrency` threads (requests/s). The target (issue 15): our hooks add at most 20 % to
-LiteLLM's own overhead, i.e. (hooks - direct) / (litellm - direct) <= 1.2 at the p50.
+LiteLLM's own overhead, i.e. (hooks - direct) / (litellm - direct) <= 1.2 at the p50. With `--redis` the
+hooks count in a real redis-server on 127.0.0.1 (as the pods of a site do, `gateway.counters`), started here.
 
-    .venv/bin/python bench/gateway.py [--rounds 5] [--requests 200] [--concurrency 4]
+    .venv/bin/python bench/gateway.py [--rounds 5] [--requests 200] [--concurrency 4] [--redis]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
+import os
 import secrets
 import statistics
 import sys
@@ -27,9 +30,11 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
+from tests.fixtures.redis_server import redis_server
 
 from llm_fabric.gateway.config import build_gateway, gateway_site
 from llm_fabric.gateway.run import start_gateway, write_gateway_files
+from llm_fabric.gateway.runtime.settings import COUNTERS_URL_ENV
 from llm_fabric.plan.document import load_plan
 from llm_fabric.site.loader import load_site
 
@@ -83,9 +88,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--redis", action="store_true", help="the hooks count in a redis-server started here")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    with contextlib.ExitStack() as stack:
+        if args.redis:
+            os.environ[COUNTERS_URL_ENV] = stack.enter_context(redis_server(root / "redis")).url()
+        run(args, root)
+
+
+def run(args: argparse.Namespace, root: Path) -> None:
     repo = make_gateway_site(root / "site")
     make_gateway_plan(repo, root)
     keys = issue_keys(repo)
@@ -123,7 +136,15 @@ def main() -> None:
         with_hooks.stop()
         plain.stop()
         backend.stop()
-    print(f"{args.rounds} rounds x {args.requests} requests per path; throughput with {args.concurrency} threads")
+    store = "counters in the proxy process"
+    if args.redis:
+        import redis
+
+        counted = redis.Redis.from_url(os.environ[COUNTERS_URL_ENV]).keys("fabric:*")
+        if not counted:
+            raise SystemExit("--redis: the hooks left no counters in Redis")
+        store = f"counters in Redis ({len(counted)} keys after the run)"
+    print(f"{args.rounds} rounds x {args.requests} requests per path; {args.concurrency} threads; {store}")
     print(f"{'path':<15}{'p50 ms':>9}{'p95 ms':>9}{'req/s (median)':>16}")
     for name in paths:
         print(

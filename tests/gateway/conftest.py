@@ -120,10 +120,13 @@ def running_gateway(
     site: str = "brno",
     peers: tuple[str, ...] = (),
     port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """`fabric gateway run --site SITE` as a subprocess (the real command); yields its URL, stops it by its process
-    group. Every gateway a test starts has the same peer key, so they may relay to each other (`peers`)."""
+    group. Every gateway a test starts has the same peer key, so they may relay to each other (`peers`);
+    `env`: more of the proxy's environment (the counter store)."""
     port = port or free_port()
+    root.mkdir(parents=True, exist_ok=True)
     log = root / "gateway-run.log"
     argv = [
         str(Path(sys.executable).parent / "fabric"),
@@ -150,7 +153,7 @@ def running_gateway(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY},
+            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY, **(env or {})},
         )
     try:
         wait_ready(f"http://127.0.0.1:{port}", process, log)

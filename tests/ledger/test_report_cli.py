@@ -158,6 +158,10 @@ def test_exporter_metrics_pass_promtool(site_repo: Path, tmp_path: Path, capsys:
     assert 'fabric_pool_gpus{gpu_model="b200",owner="cerit-sc",site="brno",status="active",tier="full"} 8.0' in text
     assert 'fabric_month_tokens{kind="input",model="qwen3-5"} 1000.0' in text
     assert 'fabric_ledger_month_to_date{currency="USD",ledger="operations_ledger"}' in text
+    # each tenant's month so far, priced as the price ledger does: 1,000 x 0.26 + 50 x 1.56 per million
+    assert 'fabric_tenant_month_tokens{tenant="muni-researchers"} 1050.0' in text
+    assert 'fabric_tenant_month_price{currency="USD",tenant="muni-researchers"} 0.000338' in text
+    assert 'fabric_tenant_budget_tokens{tenant="fnusa-clinical"} 2e+09' in text
     lint = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint.stdout + lint.stderr
 

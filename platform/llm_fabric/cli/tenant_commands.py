@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,20 +41,26 @@ def key_group() -> None:
 @key_group.command("issue")
 @site_repo_option(absolute=True)
 @click.argument("tenant")
+@click.option(
+    "--expires-at",
+    type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]),
+    metavar="WHEN",
+    help="UTC date or time from which the gateway refuses the key (401); default: it does not expire.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {tenant, key, key_id, commit} as JSON.")
-def issue_command(site_repo: Path, tenant: str, as_json: bool) -> None:
+def issue_command(site_repo: Path, tenant: str, expires_at: datetime | None, as_json: bool) -> None:
     """Make a new key for TENANT, print it once and commit only its hash.
 
     The key is not stored anywhere: hand it to the tenant now. The gateway accepts it once its
-    config is regenerated (`fabric gateway config`).
+    config is regenerated (`fabric gateway config`), until --expires-at if given.
 
     \b
     Example:
-      fabric tenants key issue -C ./site muni-researchers --json
+      fabric tenants key issue -C ./site muni-researchers --expires-at 2027-06-30 --json
     """
     from llm_fabric.gateway.keys import issue_key
 
-    issued = issue_key(site_repo, tenant)
+    issued = issue_key(site_repo, tenant, expires_at=expires_at)
     if as_json:
         print_json({"tenant": issued.tenant, "key": issued.key, "key_id": issued.key_id, "commit": issued.commit})
         return
@@ -91,22 +98,32 @@ def revoke_command(site_repo: Path, tenant: str, key_ids: tuple[str, ...], all_k
 @key_group.command("list")
 @site_repo_option()
 @click.argument("tenant")
-@click.option("--json", "as_json", is_flag=True, help="Print the key ids and issue times as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the key ids, issue and expiry times as JSON.")
 def list_command(site_repo: Path, tenant: str, as_json: bool) -> None:
-    """List TENANT's key ids (the keys themselves are not known to the repo).
+    """List TENANT's key ids, when each was issued and when it expires (the keys themselves are not known).
 
     \b
     Example:
       fabric tenants key list -C ./site muni-researchers
     """
-    from llm_fabric.gateway.keys import list_keys
+    from llm_fabric.gateway.keys import key_state, list_keys
 
     keys = list_keys(site_repo, tenant)
     if as_json:
-        print_json([{"id": k.id, "issued_at": k.issued_at.isoformat()} for k in keys])
+        print_json(
+            [
+                {
+                    "id": k.id,
+                    "issued_at": k.issued_at.isoformat(),
+                    "expires_at": k.expires_at.isoformat() if k.expires_at else None,
+                }
+                for k in keys
+            ]
+        )
         return
+    now = datetime.now(UTC)
     for k in keys:
-        console.print(f"{k.id}  issued {k.issued_at.isoformat()}", markup=False)
+        console.print(f"{k.id}  issued {k.issued_at.isoformat()}  {key_state(k, now)}", markup=False)
     if not keys:
         console.print(f"{tenant} has no key", markup=False)
 
@@ -200,16 +217,32 @@ def tenants_list_command(site_repo: Path, as_json: bool) -> None:
 @site_repo_option()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def tenants_show_command(site_repo: Path, name: str, as_json: bool) -> None:
-    """Show one tenant: its file's fields, the nodes it contributes, its key ids.
+@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="Ledger store (default: ledger.yaml's).")
+def tenants_show_command(site_repo: Path, name: str, as_json: bool, store: Path | None) -> None:
+    """Show one tenant: its file's fields, the nodes it contributes, its key ids, its month so far.
+
+    The month-to-date is the ledger store's (what `fabric ledger ingest` stored of the gateways'
+    records), priced at ledger.yaml's reference prices, against the tenant's monthly budgets.
 
     \b
     Example:
       fabric tenants show -C ./site ceitec-structural
     """
+    from llm_fabric.ledger.tenant_month import month_to_date
+    from llm_fabric.site.loader import load_site
     from llm_fabric.site.tenants import tenant_summary
 
     row = _tenant_row(tenant_summary(site_repo, name))
+    month = month_to_date(load_site(site_repo), site_repo, datetime.now(UTC), store).get(name)
+    if as_json:
+        row["month_to_date"] = None
+        if month is not None:
+            row["month_to_date"] = {
+                "month": month.month, "requests": month.requests, "tokens": month.tokens,
+                "price": str(month.price), "currency": month.currency,
+            }  # fmt: skip
+    else:
+        row["month_to_date"] = month.describe() if month is not None else "no ledger store yet"
     if as_json:
         print_json(row)
         return

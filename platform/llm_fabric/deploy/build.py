@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from llm_fabric.deploy.manifests import Bundle
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
+from llm_fabric.deploy.resources.counters import build_counter_bundles
 from llm_fabric.deploy.resources.dashboards.site_set import build_dashboards
 from llm_fabric.deploy.resources.gateway import build_gateway_bundles
 from llm_fabric.deploy.resources.observability import build_observability
@@ -54,6 +55,7 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
         plan = inputs.the_plan()
         serving = build_serving(inputs.site, plan, inputs.site_id, inputs.namespace, inputs.options)
         gateway = build_gateway_bundles(inputs.site, plan, inputs.site_id, inputs.namespace)
+        gateway += build_counter_bundles(inputs.site, inputs.site_id, inputs.namespace)
         # the namespace comes first; the LocalQueues live in it and the workloads name them
         return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + gateway
     if stack == "observability":

@@ -26,6 +26,7 @@ from llm_fabric.engine.recipes import DEFAULT_ENGINE, get_recipe
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+from llm_fabric.gateway.budgets import budget_share, store_settings, tenant_budget
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.settings import (
     LITELLM_CONFIG_FILE,
@@ -427,6 +428,7 @@ def build_gateway(
                 )
 
     tenants: dict[str, TenantAccess] = {}
+    share = budget_share(site, site_id)
     for tname, tenant in sorted(site.tenants.items()):
         allow: dict[str, dict[str, str]] = {}
         for group, spec in groups.items():
@@ -441,6 +443,7 @@ def build_gateway(
             output_tokens_per_minute=lim.output_tokens_per_minute,
             max_concurrent_requests=lim.max_concurrent_requests,
             groups=allow,
+            **tenant_budget(site, policies, tenant, share),
         )
         if not tenant.keys:
             notes.append(f"tenant `{tname}` has no key: `fabric tenants key issue {tname} -C {site.root}`")
@@ -458,6 +461,7 @@ def build_gateway(
             c: [s for s in site.config.gateway_sites() if c in entry_classes(site, policies, s)]
             for c in site.config.data_classes
         },
+        **store_settings(site, site_id, local=local),
     )
     fallbacks: list[dict[str, list[str]]] = [
         {g: spec.fallbacks} for g, spec in sorted(groups.items()) if spec.fallbacks

@@ -62,11 +62,20 @@ def _save(root: Path, path: Path, tree: CommentedMap, message: str) -> str | Non
     return gitrepo.commit_paths(root, [path], message) if gitrepo.is_repo(root) else None
 
 
-def issue_key(root: Path, tenant: str, *, now: datetime | None = None) -> IssuedKey:
+def issue_key(root: Path, tenant: str, *, now: datetime | None = None, expires_at: datetime | None = None) -> IssuedKey:
+    """A new key for `tenant`, committed as its hash; with `expires_at` the gateway refuses it from then on."""
     path = _tenant_path(root, tenant)
+    issued = now or datetime.now(UTC)
+    if expires_at is not None:
+        expires_at = expires_at if expires_at.tzinfo is not None else expires_at.replace(tzinfo=UTC)
+        if expires_at <= issued:
+            raise UsageError(
+                f"the key would expire at {expires_at.isoformat()}, before it is issued ({issued.isoformat()})",
+                hint="give a later --expires-at (UTC), or none for a key that does not expire",
+            )
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     digest = key_hash(key)
-    entry = TenantKey(id=digest[:12], sha256=digest, issued_at=now or datetime.now(UTC))
+    entry = TenantKey(id=digest[:12], sha256=digest, issued_at=issued, expires_at=expires_at)
     with _edit_lock(root):
         tree = read_yaml(path).tree
         if not isinstance(tree, CommentedMap):
@@ -76,7 +85,7 @@ def issue_key(root: Path, tenant: str, *, now: datetime | None = None) -> Issued
         keys = tree.get("keys")
         if keys is None:
             keys = tree["keys"] = CommentedSeq()
-        keys.append(CommentedMap(entry.model_dump(mode="json")))
+        keys.append(CommentedMap(entry.model_dump(mode="json", exclude_none=True)))
         commit = _save(root, path, tree, f"tenants: key {entry.id} issued for {tenant}")
     return IssuedKey(tenant=tenant, key=key, key_id=entry.id, commit=commit)
 
@@ -113,3 +122,10 @@ def revoke_keys(root: Path, tenant: str, key_ids: list[str], *, all_keys: bool =
 def list_keys(root: Path, tenant: str) -> list[TenantKey]:
     doc = read_yaml(_tenant_path(root, tenant))
     return validate_document(doc, Tenant).keys
+
+
+def key_state(key: TenantKey, now: datetime) -> str:
+    """How `tenants key list` describes a key's lifetime."""
+    if key.expires_at is None:
+        return "does not expire"
+    return f"{'expired' if key.expires_at <= now else 'expires'} {key.expires_at.isoformat()}"

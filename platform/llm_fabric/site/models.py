@@ -127,6 +127,22 @@ class ExternalProvider(FabricModel):
 LITELLM_VERSION = "1.108.7"  # as pinned in pyproject's `gateway` extra
 # built by engine/images/gateway.Dockerfile: LiteLLM with llm-fabric's hooks
 DEFAULT_GATEWAY_IMAGE = f"llm-fabric/litellm:v{LITELLM_VERSION}-fabric{__version__}"
+# the gateway's counter store: the release the tests run (Debian bookworm's redis-server 7.0.15)
+DEFAULT_REDIS_IMAGE = "docker.io/library/redis:7.0.15"
+
+
+class GatewayCounters(FabricModel):
+    """The gateway's counter store: a Redis StatefulSet rendered at each gateway site, or the operator's Redis."""
+
+    url: str | None = Field(
+        None,
+        pattern=r"^rediss?://",
+        description="the operator's Redis, shared by every site's gateway (one store for the federation); "
+        "default: a Redis rendered at each gateway site",
+    )
+    image: str = Field(DEFAULT_REDIS_IMAGE, description="the rendered Redis's image")
+    storage: str = Field("1Gi", pattern=r"^[1-9][0-9]*(Mi|Gi|Ti)$", description="its claim (append-only file)")
+    storage_class: str | None = None
 
 
 class SiteGateway(FabricModel):
@@ -201,6 +217,15 @@ class GatewayConfig(FabricModel):
         0.25, ge=0.0, le=1.0, description="share of a dedicated deployment's slots kept for its owner when lending"
     )
     external: dict[Name, ExternalProvider] = Field(default_factory=dict)
+    counters: GatewayCounters | None = Field(
+        None,
+        description="where the gateway's pods count limits and budgets together (Redis); required with replicas > 1",
+    )
+    budget_shares: dict[Name, Annotated[float, Field(gt=0, le=1)]] = Field(
+        default_factory=dict,
+        description="site -> its share of each tenant's monthly budget, where every site counts in its own store "
+        "(default: equal shares of the gateway sites)",
+    )
 
 
 class FabricConfig(FabricModel):
@@ -377,7 +402,14 @@ class Dedicated(FabricModel):
 class Limits(FabricModel):
     max_concurrent_requests: int | None = Field(None, ge=1, le=1 << 40)
     requests_per_minute: int | None = Field(None, ge=1, le=1 << 40)
-    tokens_per_month: int | None = Field(None, ge=1, le=1 << 60)
+    tokens_per_month: int | None = Field(
+        None, ge=1, le=1 << 60, description="input + output tokens a UTC month, the federation's budget (gateway)"
+    )
+    price_per_month: Money | None = Field(
+        None,
+        description="a UTC month's budget in ledger.yaml's currency, priced at its reference prices as the "
+        "price ledger does (gateway)",
+    )
     input_tokens_per_minute: int | None = Field(
         None, ge=1, le=1 << 50, description="prompt tokens a minute, at the gateway"
     )
@@ -392,6 +424,7 @@ class TenantKey(FabricModel):
     id: str = Field(pattern=r"^[0-9a-f]{12}$", description="the first 12 hex digits of the hash: names the key")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex")
     issued_at: datetime
+    expires_at: datetime | None = Field(None, description="the gateway refuses the key from then on (401)")
 
 
 class Tenant(FabricModel):

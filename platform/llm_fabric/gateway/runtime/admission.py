@@ -1,77 +1,119 @@
-"""Admission: a tenant's per-minute limits and a deployment's capacity with the owner's reserved share.
+"""Admission: a tenant's per-minute limits and monthly budget, a deployment's capacity with the owner's share.
 
 Every refusal says when to come back (`retry_after_s`): the client gets 429 with Retry-After, not a
 place in vLLM's queue (seed 000: users waited up to 20 minutes there). Pool tenants are refused
 while the free slots are the owner's reserve, so the owner never waits behind them; vLLM's
 priority scheduler alone would not do it, as it does not preempt a full batch (vllm#40004).
 
-State lives in the proxy process: with several proxy replicas each enforces its own share.
+The counts live in a store (`counters.py`): Redis shared by the gateway's pods, or the process's own.
+A monthly budget (tokens, and a price at the price ledger's reference prices) is spent by what the
+meter records of each answered request; once spent, the tenant is refused with a `budget` refusal
+until the UTC month rolls over (Retry-After: the seconds until then). Requests admitted before the
+budget ran out finish: the overshoot is at most what was in flight.
+
+When the shared store does not answer, a restricted tenant (`fail_closed`) is refused (503: no limit
+or budget could be checked); any other tenant is admitted on the pod's own counters, its budget
+checked against the month-to-date the store last showed plus what this pod counted since.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections import deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Literal
 
-from llm_fabric.gateway.runtime.settings import DeploymentAccess, TenantAccess
+from llm_fabric.gateway.runtime.counters import (
+    WINDOW_S,
+    Arrival,
+    Counters,
+    Departure,
+    MemoryCounters,
+    Seen,
+    StoreDown,
+)
+from llm_fabric.gateway.runtime.settings import DeploymentAccess, TenantAccess, TokenRates
+from llm_fabric.token_prices import price_at
 
-WINDOW_S = 60.0
+NANO = Decimal(10) ** 9
+
+RefusalKind = Literal["rate", "capacity", "budget", "store"]
 
 
 @dataclass(frozen=True)
 class Refusal:
     reason: str
     retry_after_s: float
+    kind: RefusalKind = "rate"
+
+    @property
+    def status(self) -> int:
+        return 503 if self.kind == "store" else 429
 
 
 @dataclass
-class _Use:
-    at: float
-    input_tokens: int
-    output_tokens: int
-
-
-@dataclass
-class _TenantState:
-    window: deque[_Use] = field(default_factory=deque)
-    in_flight: int = 0
-
-
-@dataclass
-class _DeploymentState:
-    in_flight: int = 0
-    owner_in_flight: int = 0
-
-
-@dataclass(frozen=True)
 class Ticket:
     tenant: str
     deployment: str
     owner: bool
-    use: _Use
+    arrival: Arrival
+    store: Counters
+    input_tokens: int
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What the meter records of an answered request: the engine's counts."""
+
+    input_tokens: int
+    cached_input_tokens: int
+    output_tokens: int
+
+
+def month_of(now: float) -> tuple[str, float]:
+    """The UTC month of `now` (YYYY-MM) and the epoch second the next one begins."""
+    at = datetime.fromtimestamp(now, UTC)
+    following = datetime(at.year + at.month // 12, at.month % 12 + 1, 1, tzinfo=UTC)
+    return f"{at.year:04d}-{at.month:02d}", following.timestamp()
+
+
+def nano_price(usage: Usage, rates: TokenRates | None) -> int:
+    """The request's price in 10^-9 of the currency, as the price ledger prices it; 0 for an unpriced deployment."""
+    if rates is None:
+        return 0
+    price = price_at(rates, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
+    return int((price * NANO).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+@dataclass
 class Admission:
-    def __init__(self, capacity_retry_s: float) -> None:
-        self.capacity_retry_s = capacity_retry_s
-        self._tenants: dict[str, _TenantState] = {}
-        self._deployments: dict[str, _DeploymentState] = {}
+    capacity_retry_s: float
+    store: Counters = field(default_factory=MemoryCounters)
+    stale_after_s: float = 3600.0
+    currency: str = "USD"
+    # the pod's own counters while the shared store is down, and the month-to-date the store last showed
+    local: MemoryCounters = field(default_factory=MemoryCounters)
+    _last_month: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def _expire(self, state: _TenantState, now: float) -> None:
-        while state.window and state.window[0].at <= now - WINDOW_S:
-            state.window.popleft()
+    def _arrival(self, call_id: str, tenant: str, deployment: str, owner: bool, tokens: int, now: float) -> Arrival:
+        month, _ = month_of(now)
+        joins = [f"tenant:{tenant}:in-flight", f"deployment:{deployment}:in-flight"]
+        if owner:
+            joins.append(f"deployment:{deployment}:owner")
+        return Arrival(
+            call_id=call_id,
+            joins=tuple(joins),
+            peeks=() if owner else (f"deployment:{deployment}:owner",),
+            stale_at=now + self.stale_after_s,
+            minute=f"tenant:{tenant}:minute",
+            second=math.floor(now),
+            input_tokens=tokens,
+            month=f"tenant:{tenant}:month:{month}",
+        )
 
-    def _window_retry(self, state: _TenantState, now: float, enough: int, measure: str) -> float:
-        """Seconds until the window has dropped enough of `measure` (requests or tokens) to admit again."""
-        dropped = 0
-        for use in state.window:
-            dropped += 1 if measure == "requests" else getattr(use, measure)
-            if dropped >= enough:
-                return max(use.at + WINDOW_S - now, 0.001)
-        return WINDOW_S
-
-    def admit(
+    async def admit(
         self,
         tenant: str,
         access: TenantAccess,
@@ -80,65 +122,142 @@ class Admission:
         *,
         input_tokens: int,
         now: float,
+        call_id: str,
     ) -> Ticket | Refusal:
-        state = self._tenants.setdefault(tenant, _TenantState())
-        self._expire(state, now)
-        if access.max_concurrent_requests is not None and state.in_flight >= access.max_concurrent_requests:
+        owner = dep.owner == tenant
+        arrival = self._arrival(call_id, tenant, deployment, owner, input_tokens, now)
+        store: Counters = self.store
+        try:
+            seen = await store.arrive(arrival, now)
+            if store is not self.local:
+                self._last_month[arrival.month] = (seen.month_tokens, seen.month_nano)
+        except StoreDown as down:
+            if access.fail_closed:
+                return Refusal(
+                    f"the gateway cannot check tenant `{tenant}`'s limits and budget: {down}; a restricted "
+                    "tenant is refused until the store answers again",
+                    self.capacity_retry_s,
+                    "store",
+                )
+            store = self.local
+            seen = await store.arrive(arrival, now)
+            tokens, nano = self._last_month.get(arrival.month, (0, 0))
+            seen.month_tokens += tokens
+            seen.month_nano += nano
+        refusal = self._judge(tenant, access, deployment, dep, arrival, seen, now)
+        if refusal is not None:
+            # if the store went down meanwhile, its entries leave the sets at `stale_at`
+            with contextlib.suppress(StoreDown):
+                await store.withdraw(arrival)
+            return refusal
+        return Ticket(tenant, deployment, owner, arrival, store, input_tokens)
+
+    def _judge(
+        self,
+        tenant: str,
+        access: TenantAccess,
+        deployment: str,
+        dep: DeploymentAccess,
+        a: Arrival,
+        seen: Seen,
+        now: float,
+    ) -> Refusal | None:
+        """The first limit the request passes, with the request counted in `seen`."""
+        budget = self._budget(tenant, access, seen, now)
+        if budget is not None:
+            return budget
+        in_flight = seen.in_flight[a.joins[0]]
+        if access.max_concurrent_requests is not None and in_flight > access.max_concurrent_requests:
             return Refusal(
-                f"tenant `{tenant}` has {state.in_flight} requests in flight, its limit", self.capacity_retry_s
+                f"tenant `{tenant}` has its limit of {access.max_concurrent_requests} requests in flight",
+                self.capacity_retry_s,
             )
-        if access.requests_per_minute is not None and len(state.window) >= access.requests_per_minute:
-            over = len(state.window) - access.requests_per_minute + 1
+        window = sorted(seen.window.items())
+        requests = sum(v[0] for _, v in window)
+        if access.requests_per_minute is not None and requests > access.requests_per_minute:
             return Refusal(
-                f"tenant `{tenant}` sent {len(state.window)} requests in the last minute, its limit",
-                self._window_retry(state, now, over, "requests"),
+                f"tenant `{tenant}` sent its limit of {access.requests_per_minute} requests in the last minute",
+                self._window_retry(window, now, requests - access.requests_per_minute, 0),
             )
         if access.input_tokens_per_minute is not None:
-            used = sum(u.input_tokens for u in state.window)
-            if used + input_tokens > access.input_tokens_per_minute:
-                need = used + input_tokens - access.input_tokens_per_minute
+            used = sum(v[1] for _, v in window)
+            if used > access.input_tokens_per_minute:
                 return Refusal(
-                    f"tenant `{tenant}` sent {used} input tokens in the last minute "
+                    f"tenant `{tenant}` sent {used - a.input_tokens} input tokens in the last minute "
                     f"(limit {access.input_tokens_per_minute})",
-                    self._window_retry(state, now, need, "input_tokens"),
+                    self._window_retry(window, now, used - access.input_tokens_per_minute, 1),
                 )
         if access.output_tokens_per_minute is not None:
-            used = sum(u.output_tokens for u in state.window)
+            used = sum(v[2] for _, v in window)
             if used >= access.output_tokens_per_minute:
-                need = used - access.output_tokens_per_minute + 1
                 return Refusal(
                     f"tenant `{tenant}` received {used} output tokens in the last minute "
                     f"(limit {access.output_tokens_per_minute})",
-                    self._window_retry(state, now, need, "output_tokens"),
+                    self._window_retry(window, now, used - access.output_tokens_per_minute + 1, 2),
                 )
-        dstate = self._deployments.setdefault(deployment, _DeploymentState())
-        owner = dep.owner == tenant
+        busy = seen.in_flight[f"deployment:{deployment}:in-flight"]
         # the owner's unused reserve is held back from everyone else
-        held = 0 if owner else max(dep.owner_reserved - dstate.owner_in_flight, 0)
-        if dstate.in_flight + held >= dep.capacity:
+        owner_busy = seen.in_flight[f"deployment:{deployment}:owner"]
+        held = 0 if dep.owner == tenant else max(dep.owner_reserved - owner_busy, 0)
+        if busy + held > dep.capacity:
             return Refusal(
-                f"deployment `{deployment}` is full ({dstate.in_flight} of {dep.capacity} requests"
-                + (f", {held} held for its owner" if held else "")
+                f"deployment `{deployment}` is full ({dep.capacity} requests at once"
+                + (f", {held} of them held for its owner" if held else "")
                 + ")",
                 self.capacity_retry_s,
+                "capacity",
             )
-        use = _Use(now, input_tokens, 0)
-        state.window.append(use)
-        state.in_flight += 1
-        dstate.in_flight += 1
-        dstate.owner_in_flight += owner
-        return Ticket(tenant, deployment, owner, use)
+        return None
 
-    def release(self, ticket: Ticket, *, input_tokens: int | None, output_tokens: int) -> None:
-        """The request is over: free its slots and count the tokens it really used."""
-        if input_tokens is not None:
-            ticket.use.input_tokens = input_tokens
-        ticket.use.output_tokens = output_tokens
-        state = self._tenants[ticket.tenant]
-        state.in_flight -= 1
-        dstate = self._deployments[ticket.deployment]
-        dstate.in_flight -= 1
-        dstate.owner_in_flight -= ticket.owner
+    def _budget(self, tenant: str, access: TenantAccess, seen: Seen, now: float) -> Refusal | None:
+        month, following = month_of(now)
+        until = datetime.fromtimestamp(following, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        spent = None
+        if access.tokens_per_month is not None and seen.month_tokens >= access.tokens_per_month:
+            spent = f"{seen.month_tokens} of its {access.tokens_per_month} tokens"
+        elif access.price_per_month is not None and seen.month_nano >= access.price_per_month * NANO:
+            price = Decimal(seen.month_nano) / NANO
+            spent = f"{price:.2f} of its {access.price_per_month:.2f} {self.currency}"
+        if spent is None:
+            return None
+        return Refusal(
+            f"tenant `{tenant}` has spent its monthly budget ({spent} in {month}): this is the budget, not a "
+            f"rate limit; do not retry before {until}, when the month rolls over",
+            max(following - now, 1.0),
+            "budget",
+        )
+
+    @staticmethod
+    def _window_retry(window: list[tuple[int, list[int]]], now: float, enough: int, measure: int) -> float:
+        """Seconds until the window has dropped enough of `measure` (requests, input, output) to admit again."""
+        dropped = 0
+        for second, values in window:
+            dropped += values[measure]
+            if dropped >= enough:
+                return max(second + WINDOW_S - now, 0.001)
+        return float(WINDOW_S)
+
+    async def release(
+        self, ticket: Ticket, usage: Usage | None, rates: TokenRates | None = None, *, count_month: bool = True
+    ) -> None:
+        """The request is over: free its slots and count what it really used (None: nothing answered).
+
+        `count_month=False` for a request another site's gateway relayed here: its budget is counted at
+        the gateway it entered, once."""
+        if usage is None:
+            departure = Departure(0, 0, 0, 0)
+        else:
+            departure = Departure(
+                input_delta=usage.input_tokens - ticket.input_tokens,
+                output_tokens=usage.output_tokens,
+                month_tokens=usage.input_tokens + usage.output_tokens if count_month else 0,
+                month_nano=nano_price(usage, rates) if count_month else 0,
+            )
+        try:
+            await ticket.store.depart(ticket.arrival, departure)
+        except StoreDown:
+            # the store lost this request's use; the meter's record keeps it for the ledger
+            await self.local.depart(ticket.arrival, departure)
 
 
 def retry_headers(seconds: float) -> dict[str, str]:

@@ -6,15 +6,15 @@
 This module runs inside the proxy's own venv (`make gateway`); it reads the settings file that
 `fabric gateway config` wrote ($FABRIC_GATEWAY_SETTINGS) and appends meter records to the day's
 file in the folder $FABRIC_GATEWAY_RECORDS. Errors reach the client as LiteLLM's ProxyException (a plain exception
-would be a 500) with the status that says what to do: 401 unknown key, 403 not allowed, 429 with
-Retry-After come back later.
+would be a 500) with the status that says what to do: 401 unknown or expired key, 403 not allowed, 429 with
+Retry-After come back later (`rate_limit_error`) or next month (`budget_exceeded`), 503 the counter store
+is down for a restricted tenant.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +25,8 @@ from fastapi import HTTPException, Request
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, retry_headers
+from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, Usage, retry_headers
+from llm_fabric.gateway.runtime.counters import Counters, MemoryCounters, RedisCounters
 from llm_fabric.gateway.runtime.frontdoor import (
     ENTRY_HEADER,
     TENANT_HEADER,
@@ -36,11 +37,23 @@ from llm_fabric.gateway.runtime.frontdoor import (
 )
 from llm_fabric.gateway.runtime.meter import Meter
 from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
-from llm_fabric.gateway.runtime.settings import RECORDS_ENV, WRITER_ENV, HookSettings, settings_from_env
+from llm_fabric.gateway.runtime.settings import (
+    RECORDS_ENV,
+    WRITER_ENV,
+    HookSettings,
+    clock_from_env,
+    counters_url,
+    settings_from_env,
+)
 from llm_fabric.request_record import RequestRecord
 
-# open requests older than this are dropped from memory (a lost callback must not leak slots forever)
-STALE_AFTER_S = 3600.0
+# the error `type` of each refusal in the OpenAI-shaped body: a client tells "later" from "next month" by it
+REFUSAL_TYPES = {
+    "rate": "rate_limit_error",
+    "capacity": "rate_limit_error",
+    "budget": "budget_exceeded",
+    "store": "service_unavailable",
+}
 
 
 def key_digest(key: str) -> str:
@@ -63,9 +76,18 @@ class _State:
     def __init__(self, settings: HookSettings) -> None:
         self.settings = settings
         self.by_hash = settings.tenant_by_hash()
-        self.admission = Admission(float(settings.retry_after_s))
+        self.clock = clock_from_env()
+        url = counters_url(settings)
+        store: Counters = MemoryCounters()
+        if url is not None and settings.counters is not None:
+            store = RedisCounters(url, settings.counters.prefix, timeout_s=settings.counters.timeout_s)
+        self.admission = Admission(
+            float(settings.retry_after_s), store, stale_after_s=settings.stale_after_s, currency=settings.currency
+        )
         records = os.environ.get(RECORDS_ENV)
-        self.meter = Meter(Path(records), writer=os.environ.get(WRITER_ENV) or None) if records else None
+        self.meter = (
+            Meter(Path(records), writer=os.environ.get(WRITER_ENV) or None, clock=self.clock) if records else None
+        )
 
 
 _state: _State | None = None
@@ -88,6 +110,15 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     tenant = st.by_hash.get(digest)
     if tenant is None:
         raise ProxyException(message="unknown API key", type="auth_error", param="api_key", code=401)
+    expires = st.settings.tenants[tenant].key_expiry.get(digest[:12])
+    if expires is not None and expires.timestamp() <= st.clock():
+        raise ProxyException(
+            message=f"API key {digest[:12]} of tenant `{tenant}` expired at {expires.isoformat()}: "
+            "ask the federation for a new key",
+            type="auth_error",
+            param="api_key",
+            code=401,
+        )
     groups = {g for by_class in st.settings.tenants[tenant].groups.values() for g in by_class.values()}
     # LiteLLM checks a fallback's group against the key's models too: the allowed groups' fallbacks join them
     allowed = sorted(groups | {f for g in groups for f in st.settings.groups[g].fallbacks})
@@ -146,11 +177,12 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         super().__init__()
         self._open: dict[str, _Open] = {}
 
-    def _forget_stale(self, now: float) -> None:
-        for call_id in [k for k, v in self._open.items() if v.arrived < now - STALE_AFTER_S]:
+    async def _forget_stale(self, now: float) -> None:
+        """Open requests whose callback never came leave memory (the store's sets drop them by themselves)."""
+        for call_id in [k for k, v in self._open.items() if v.arrived < now - state().settings.stale_after_s]:
             stale = self._open.pop(call_id)
             if stale.ticket is not None:
-                state().admission.release(stale.ticket, input_tokens=None, output_tokens=0)
+                await state().admission.release(stale.ticket, None)
 
     def _record(self, request_id: str, opened: _Open, status: int, **fields: Any) -> None:
         st = state()
@@ -173,8 +205,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         self, user_api_key_dict: UserAPIKeyAuth, cache: Any, data: dict[str, Any], call_type: Any
     ) -> dict[str, Any]:
         st = state()
-        now = time.time()
-        self._forget_stale(now)
+        now = st.clock()
+        await self._forget_stale(now)
         tenant = str(user_api_key_dict.user_id)
         call_id = str(data.setdefault("litellm_call_id", str(uuid.uuid4())))
         model = str(data.get("model", ""))
@@ -202,7 +234,9 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
             opened.prompt = text
         dep = st.settings.deployments[decision.deployment]
         access = st.settings.tenants[tenant]
-        if opened.relayed_for is not None:  # the entry held the tenant's limits; this site holds its replicas'
+        if (
+            opened.relayed_for is not None
+        ):  # the entry held the tenant's limits and budgets; this site holds its replicas'
             access = access.model_copy(
                 update=dict.fromkeys(
                     (
@@ -210,19 +244,27 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
                         "input_tokens_per_minute",
                         "output_tokens_per_minute",
                         "max_concurrent_requests",
+                        "tokens_per_month",
+                        "price_per_month",
                     )
                 )
             )
         # an estimate for the input-token window (about 4 characters a token); the meter corrects it
-        admitted = st.admission.admit(
-            tenant, access, decision.deployment, dep, input_tokens=len(text) // 4 + 1, now=now
+        admitted = await st.admission.admit(
+            tenant,
+            access,
+            decision.deployment,
+            dep,
+            input_tokens=len(text) // 4 + 1,
+            now=now,
+            call_id=call_id,
         )
         if isinstance(admitted, Refusal):
             raise ProxyException(
                 message=admitted.reason,
-                type="rate_limit_error",
+                type=REFUSAL_TYPES[admitted.kind],
                 param=None,
-                code=429,
+                code=admitted.status,
                 headers=retry_headers(admitted.retry_after_s),
             )
         opened.ticket = admitted
@@ -278,7 +320,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         unavailable = self._unavailable(opened, status) if opened is not None else None
         if opened is not None:
             if opened.ticket is not None:
-                st.admission.release(opened.ticket, input_tokens=None, output_tokens=0)
+                await st.admission.release(opened.ticket, None)
             self._record(call_id, opened, UNAVAILABLE if unavailable is not None else status)
         if unavailable is not None:
             return unavailable
@@ -330,7 +372,9 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         info = (kwargs.get("litellm_params") or {}).get("model_info") or {}
         site = info.get("fabric_site") or info.get("fabric_external") if isinstance(info, dict) else None
         if opened.ticket is not None:
-            st.admission.release(opened.ticket, input_tokens=prompt_tokens, output_tokens=completion_tokens)
+            used = Usage(prompt_tokens, int(cached or 0), completion_tokens)
+            rates = st.settings.prices.get(opened.ticket.deployment)
+            await st.admission.release(opened.ticket, used, rates, count_month=opened.relayed_for is None)
         self._record(
             call_id,
             opened,

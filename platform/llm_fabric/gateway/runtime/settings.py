@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
+from datetime import datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +24,10 @@ SETTINGS_ENV = "FABRIC_GATEWAY_SETTINGS"
 RECORDS_ENV = "FABRIC_GATEWAY_RECORDS"  # the meter's folder
 WRITER_ENV = "FABRIC_GATEWAY_WRITER"  # the meter's file-name suffix: the pod's name in a cluster
 KEYS_ENV = "FABRIC_GATEWAY_KEYS"
+# the counter store's URL when it carries a password (from a Secret), instead of the settings' `counters.url`
+COUNTERS_URL_ENV = "FABRIC_GATEWAY_COUNTERS_URL"
+# seconds added to the system clock for the budgets' months and the meter (a month end rehearsed); unset: none
+CLOCK_OFFSET_ENV = "FABRIC_GATEWAY_CLOCK_OFFSET_S"
 SETTINGS_FILE = "fabric-gateway.json"
 KEYS_FILE = "tenant-keys.json"
 LITELLM_CONFIG_FILE = "litellm-config.yaml"
@@ -32,6 +40,18 @@ class TenantAccess(FabricModel):
     input_tokens_per_minute: int | None = None
     output_tokens_per_minute: int | None = None
     max_concurrent_requests: int | None = None
+    tokens_per_month: int | None = Field(
+        None, description="input + output tokens this gateway site may admit in a UTC month (its budget share)"
+    )
+    price_per_month: Decimal | None = Field(
+        None, description="the same in the reference currency, at the price ledger's reference prices"
+    )
+    fail_closed: bool = Field(
+        False, description="restricted (a class that may not leave the federation): refused while the store is down"
+    )
+    key_expiry: dict[str, datetime] = Field(
+        default_factory=dict, description="key id (first 12 hex of its hash) -> when the key stops being accepted"
+    )
     groups: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="deployment -> data class -> model group: the key's allowlist"
     )
@@ -48,6 +68,22 @@ class DeploymentAccess(FabricModel):
     )
     pool_fields: dict[str, Any] = Field(default_factory=dict, description="the same for everyone else's requests")
     request_defaults: dict[str, float | int] = Field(default_factory=dict, description="from the recipe")
+
+
+class TokenRates(FabricModel):
+    """A deployment's reference prices per million tokens (ledger.yaml `reference_prices`)."""
+
+    input: Decimal
+    cached_input: Decimal | None = None
+    output: Decimal
+
+
+class CounterSettings(FabricModel):
+    """Where the gateway's pods count together (Redis); without it each pod counts alone (one replica only)."""
+
+    url: str | None = Field(None, description="redis:// or rediss://; $FABRIC_GATEWAY_COUNTERS_URL overrides it")
+    prefix: str = Field(description="key prefix: the federation's name, so that one Redis may serve several")
+    timeout_s: float = Field(1.0, gt=0, description="a store slower than this counts as unreachable")
 
 
 class GroupAccess(FabricModel):
@@ -69,6 +105,12 @@ class HookSettings(FabricModel):
     site: str | None = Field(None, description="the site whose gateway this is")
     entry_sites: dict[str, list[str]] = Field(
         default_factory=dict, description="data class -> the sites whose gateways its requests may enter"
+    )
+    counters: CounterSettings | None = None
+    currency: str = Field("USD", description="the ledger's currency: of `price_per_month` and `prices`")
+    prices: dict[str, TokenRates] = Field(default_factory=dict, description="deployment -> its reference prices")
+    stale_after_s: float = Field(
+        3600.0, gt=0, description="an open request older than this no longer holds a slot (a lost callback)"
     )
 
     def tenant_by_hash(self) -> dict[str, str]:
@@ -114,3 +156,22 @@ def settings_from_env() -> HookSettings:
             ) from exc
         settings = settings.with_keys({str(k): [str(h) for h in v] for k, v in hashes.items()})
     return settings
+
+
+def clock_from_env() -> Callable[[], float]:
+    """The hooks' clock: the system's, shifted by $FABRIC_GATEWAY_CLOCK_OFFSET_S when that is set."""
+    value = os.environ.get(CLOCK_OFFSET_ENV)
+    if not value:
+        return time.time
+    try:
+        offset = float(value)
+    except ValueError as exc:
+        raise UsageError(f"${CLOCK_OFFSET_ENV} is not a number of seconds: {value!r}") from exc
+    return lambda: time.time() + offset
+
+
+def counters_url(settings: HookSettings) -> str | None:
+    """The store's URL: $FABRIC_GATEWAY_COUNTERS_URL (a Secret's) or the settings'; None: count in the process."""
+    if settings.counters is None:
+        return None
+    return os.environ.get(COUNTERS_URL_ENV) or settings.counters.url

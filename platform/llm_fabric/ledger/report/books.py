@@ -17,8 +17,8 @@ from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.usage import Tokens
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import HardwareCost, LedgerConfig, TokenPrices
+from llm_fabric.token_prices import price_at
 
-MILLION = Decimal(1_000_000)
 CENT = Decimal("0.01")
 
 
@@ -29,9 +29,7 @@ def cents(value: Decimal) -> Decimal:
 def price_tokens(tokens: Tokens, prices: TokenPrices, *, cache_pricing: bool = True) -> Decimal:
     """What `tokens` cost at `prices` (per million); cached input at its own rate when `cache_pricing`."""
     cached = tokens.cached_input if cache_pricing else 0
-    cached_rate = prices.cached_input if prices.cached_input is not None else prices.input
-    uncached = Decimal(tokens.input - cached) * prices.input
-    return (uncached + Decimal(cached) * cached_rate + Decimal(tokens.output) * prices.output) / MILLION
+    return price_at(prices, tokens.input, cached, tokens.output)
 
 
 @dataclass

@@ -18,9 +18,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from llm_fabric.errors import FabricError
-from llm_fabric.ledger.report.build import ReportInputs, build_report, report_inputs
+from llm_fabric.ledger.report.build import ReportInputs, build_report, record_usage, report_inputs
 from llm_fabric.ledger.report.month_report import MonthReport
 from llm_fabric.ledger.store.period import Month
+from llm_fabric.ledger.tenant_month import TenantMonth, tenant_month_metrics, tenant_months
 from llm_fabric.site.loader import SiteRepo
 
 LEDGERS = (
@@ -48,6 +49,7 @@ class FabricCollector(Collector):
         self.clock = clock
         self._lock = threading.Lock()
         self._report: MonthReport | None = None
+        self._tenants: dict[str, TenantMonth] = {}
         self._refreshed = 0.0
         self._ok = True
 
@@ -62,6 +64,8 @@ class FabricCollector(Collector):
                 inputs = ReportInputs(**{**self.inputs.__dict__, "month": month, "now": now, "statement": False})
                 try:
                     self._report = build_report(self.site, inputs)
+                    month = Month(now.year, now.month)
+                    self._tenants = tenant_months(self.site, record_usage(inputs, month)[0], month)
                     self._ok = True
                 except FabricError:
                     self._ok = False  # keep serving the last good figures; the gauge below says so
@@ -126,6 +130,7 @@ class FabricCollector(Collector):
         report = self._current_report()
         if report is not None:
             yield from self._books(report)
+            yield from tenant_month_metrics(self._tenants.values())
         if self.inputs is not None:
             yield GaugeMetricFamily(
                 "fabric_exporter_refresh_ok",

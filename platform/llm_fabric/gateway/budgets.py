@@ -1,0 +1,91 @@
+"""Config time: what the hooks need for shared counters, monthly budgets and key lifetimes (docs/gateway.md).
+
+A tenant's `tokens_per_month` and `price_per_month` are the federation's. How the sites share them
+follows from where they count:
+- one store (`gateway.counters.url`, the operator's Redis, named by every site's gateway): each site's
+  gateway enforces the whole budget against the one month-to-date;
+- a store per site (`gateway.counters: {}`, a Redis rendered at each gateway site, or no store with
+  one replica): each site enforces its share (`gateway.budget_shares`, default equal shares of the
+  gateway sites), so the sites together never admit more than the budget and no request waits on
+  another site's store.
+A tenant with a class that may not leave the federation (`external_fallback: false`) is restricted:
+its requests are refused while the store is down (`fail_closed`).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_DOWN, Decimal
+from typing import Any
+
+from llm_fabric.gateway.runtime.settings import CounterSettings, TokenRates
+from llm_fabric.policies.sovereignty import external_fallback_allowed
+from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
+
+COUNTERS_NAME = "fabric-gateway-counters"  # the rendered Redis's StatefulSet and Service
+COUNTERS_PORT = 6379
+CENT = Decimal("0.01")
+
+
+def one_store(gw: GatewayConfig) -> bool:
+    """Whether every site's gateway counts in the same store (the operator's Redis)."""
+    return gw.counters is not None and gw.counters.url is not None
+
+
+def budget_share(site: SiteRepo, site_id: str) -> float:
+    """The part of each tenant's monthly budget the gateway at `site_id` may admit."""
+    gw = site.config.gateway or GatewayConfig()
+    if one_store(gw):
+        return 1.0
+    if gw.budget_shares:
+        return gw.budget_shares.get(site_id, 0.0)
+    sites = site.config.gateway_sites()
+    return 1.0 / len(sites) if site_id in sites else 0.0
+
+
+def tenant_budget(site: SiteRepo, policies: PolicySet, tenant: Tenant, share: float) -> dict[str, Any]:
+    """TenantAccess fields: the site's share of the monthly budgets, restricted or not, key expiry."""
+    lim = tenant.limits
+    price = None
+    if lim.price_per_month is not None:
+        price = (lim.price_per_month * Decimal(str(share))).quantize(CENT, rounding=ROUND_DOWN)
+    return {
+        "tokens_per_month": math.floor(lim.tokens_per_month * share) if lim.tokens_per_month is not None else None,
+        "price_per_month": price,
+        "fail_closed": not external_fallback_allowed(policies, tenant.data_classes),
+        "key_expiry": {k.id: k.expires_at for k in tenant.keys if k.expires_at is not None},
+    }
+
+
+def counter_url(site: SiteRepo, site_id: str, *, local: bool) -> str | None:
+    """The operator's Redis, else the one rendered at `site_id`; locally (`gateway run`) none unless the
+    operator's: $FABRIC_GATEWAY_COUNTERS_URL names one, else the proxy counts on its own."""
+    gw = site.config.gateway or GatewayConfig()
+    if gw.counters is None:
+        return None
+    if gw.counters.url is not None:
+        return gw.counters.url
+    if local:
+        return None
+    namespace = site.config.sites[site_id].cluster.namespace
+    return f"redis://{COUNTERS_NAME}.{namespace}.svc.cluster.local:{COUNTERS_PORT}/0"
+
+
+def store_settings(site: SiteRepo, site_id: str, *, local: bool) -> dict[str, Any]:
+    """HookSettings fields: the counter store, the ledger's currency and reference prices, the stale timeout."""
+    gw = site.config.gateway or GatewayConfig()
+    ledger = site.ledger
+    prices = {
+        name: TokenRates(input=p.input, cached_input=p.cached_input, output=p.output)
+        for name, p in sorted((ledger.reference_prices if ledger else {}).items())
+    }
+    return {
+        "counters": CounterSettings(
+            url=counter_url(site, site_id, local=local), prefix=f"fabric:{site.config.federation.name}:"
+        ),
+        "currency": ledger.currency if ledger else "USD",
+        "prices": prices,
+        # a request LiteLLM has not answered after its timeout never will: its slot is free a minute later
+        "stale_after_s": float(gw.request_timeout_s + 60),
+    }
