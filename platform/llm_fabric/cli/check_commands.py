@@ -24,7 +24,7 @@ def check_group() -> None:
     """
 
 
-def _pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
+def endpoint_pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
     out = []
     for value in values:
         name, sep, url = value.partition("=")
@@ -86,7 +86,7 @@ def live_command(
             f"{plan_file} is a plan of `{plan.federation}`, not of `{site.config.federation.name}` ({site_repo})",
             hint=f"plan this site repo: `fabric plan -C {site_repo} -o FILE`",
         )
-    result = check_live(plan, endpoints_of(plan, _pairs(endpoints)), timeout=timeout)
+    result = check_live(plan, endpoints_of(plan, endpoint_pairs(endpoints)), timeout=timeout)
     if metrics_file is not None:
         write_atomic(metrics_file, exposition(result))
     if as_json:

@@ -224,6 +224,7 @@ def gateway_for(
     endpoints: dict[tuple[str, str | None], str] | None = None,
     externals: dict[str, str] | None = None,
     local: bool = False,
+    replica_endpoints: dict[tuple[str, int], str] | None = None,
 ) -> GatewayFiles:
     """`fabric gateway config` and `run`: the trusted site (PolicyRefusal when a signature fails), its
     plan (`plan_file`, else planned now), the endpoints checked against it, and the gateway built."""
@@ -235,9 +236,11 @@ def gateway_for(
 
         plan = plan_site(site)
     unknown = sorted({d for d, _ in (endpoints or {})} - set(plan.deployments))
+    known = {(r.deployment, r.index) for r in plan.replicas}
+    unknown += sorted(f"{d}/{i}" for d, i in (replica_endpoints or {}) if (d, i) not in known)
     if unknown:
         raise UsageError(
-            f"--endpoint names deployment(s) the plan does not have: {', '.join(unknown)}",
+            f"--endpoint/--replica names deployment(s) or replica(s) the plan does not have: {', '.join(unknown)}",
             hint=f"planned: {', '.join(sorted(plan.deployments))}",
         )
     return build_gateway(
@@ -247,6 +250,7 @@ def gateway_for(
         endpoints=endpoints,
         externals=externals,
         local=local,
+        replica_endpoints=replica_endpoints,
     )
 
 
@@ -258,11 +262,14 @@ def build_gateway(
     endpoints: dict[tuple[str, str | None], str] | None = None,
     externals: dict[str, str] | None = None,
     local: bool = False,
+    replica_endpoints: dict[tuple[str, int], str] | None = None,
 ) -> GatewayFiles:
     """The gateway for the gateway at `site_id`.
 
     `endpoints` maps (deployment, site or None) to an engine URL (`fabric gateway run`); with `local`,
     only those are listed and `externals` (provider -> URL) replaces the providers' URLs.
+    `replica_endpoints` maps (deployment, index) to one replica's own engine URL: such a replica gets
+    an entry of its own (`model_info.fabric_replica`), which the canary's rotation can take out.
     """
     gw = site.config.gateway or GatewayConfig()
     policies = effective_policies(site)
@@ -275,8 +282,15 @@ def build_gateway(
     timeout = gw.request_timeout_s
     inference = gw.routing == "inference-extension"
 
+    by_replica = replica_endpoints or {}
+
     def endpoint(dep: str, at: str) -> str | None:
-        url = overrides.get((dep, at)) or overrides.get((dep, None))
+        own = [
+            by_replica[(r.deployment, r.index)]
+            for r in plan.replicas_of(dep)
+            if r.site == at and (r.deployment, r.index) in by_replica
+        ]
+        url = overrides.get((dep, at)) or overrides.get((dep, None)) or (own[0] if own else None)
         if url is not None or local:
             return url
         if at == site_id and inference:
@@ -333,22 +347,20 @@ def build_gateway(
             groups[group] = GroupAccess(deployment=name, data_class=data_class, sites=sites, fallbacks=backups)
             total = sum(per_site[s] for s in reachable)
             for s in sites:
+                site_share = max(math.floor(access.capacity * per_site[s] / total), 1)
                 params = {
                     "model": f"hosted_vllm/{_served_name(replicas[0])}",
                     "api_base": reachable[s],
                     "api_key": "none",
                     "timeout": timeout,
-                    "max_parallel_requests": max(math.floor(access.capacity * per_site[s] / total), 1),
+                    "max_parallel_requests": site_share,
                 }
                 if inference and s == site_id:
                     params["extra_headers"] = {MODEL_HEADER: name}
-                model_list.append(
-                    {
-                        "model_name": group,
-                        "litellm_params": params,
-                        "model_info": {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name},
-                    }
-                )
+                info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name}
+                model_list += _replica_entries(group, params, info, replicas, s, by_replica) or [
+                    {"model_name": group, "litellm_params": params, "model_info": info}
+                ]
 
     tenants: dict[str, TenantAccess] = {}
     for tname, tenant in sorted(site.tenants.items()):
@@ -401,6 +413,28 @@ def build_gateway(
         },
     }
     return GatewayFiles(litellm=litellm, settings=settings, notes=notes)
+
+
+def _replica_entries(
+    group: str,
+    params: dict[str, Any],
+    info: dict[str, Any],
+    replicas: list[ReplicaPlacement],
+    at: str,
+    by_replica: dict[tuple[str, int], str],
+) -> list[dict[str, Any]]:
+    """One entry per replica at `at` that has its own endpoint (the canary's rotation takes such an entry out)."""
+    own = [r for r in replicas if r.site == at and (r.deployment, r.index) in by_replica]
+    share = max(math.floor(int(params["max_parallel_requests"]) / max(len(own), 1)), 1)
+    return [
+        {
+            "model_name": group,
+            "litellm_params": params
+            | {"api_base": by_replica[(r.deployment, r.index)], "max_parallel_requests": share},
+            "model_info": info | {"id": f"{group}/{at}/{r.index}", "fabric_replica": f"{r.deployment}/{r.index}"},
+        }
+        for r in own
+    ]
 
 
 def gateway_texts(files: GatewayFiles, *, with_keys: bool = True) -> dict[str, str]:
