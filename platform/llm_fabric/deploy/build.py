@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from llm_fabric.deploy.manifests import Bundle
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
+from llm_fabric.deploy.resources.canary import build_canary
 from llm_fabric.deploy.resources.gateway import build_gateway_bundles
 from llm_fabric.deploy.resources.observability import build_observability
 from llm_fabric.deploy.resources.serving import build_serving
@@ -54,7 +55,8 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
         serving = build_serving(inputs.site, plan, inputs.site_id, inputs.namespace, inputs.options)
         gateway = build_gateway_bundles(inputs.site, plan, inputs.site_id, inputs.namespace)
         # the namespace comes first; the LocalQueues live in it and the workloads name them
-        return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + gateway
+        canary = build_canary(inputs.site, plan, inputs.site_id, inputs.namespace)
+        return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + canary + gateway
     if stack == "observability":
         return build_observability(inputs.site, inputs.site_id, inputs.namespace, inputs.options)
     raise UsageError(f"unknown stack `{stack}`", hint=f"one of {', '.join(STACK_ORDER)}")
