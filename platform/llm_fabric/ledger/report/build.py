@@ -19,6 +19,7 @@ from typing import Any
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.report.books import Books, ContributorLine, cents, contributor_ledger, draw_up
 from llm_fabric.ledger.report.month_report import MonthReport
+from llm_fabric.ledger.store.canary_rate import canary_pass_rates
 from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.promapi import PrometheusClient
@@ -354,9 +355,11 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     month.require_begun(now)
     records, origin = record_usage(inputs, month, progress)
     engine = None
+    canary: dict[str, float] = {}
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
         engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
+        canary = canary_pass_rates(client, month, now)
     models = merge_models(records, engine)
     books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()}, now)
     pairs = records.by_model_tenant if records else {}
@@ -407,5 +410,6 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
             "data_gaps": data_gaps(month, now, records, engine, origin)
             + _unpriced_gaps(books.unpriced, set(site.deployments))
             + _unknown_gaps(unknown),
+            "canary_pass_rate": canary,
         }
     )
