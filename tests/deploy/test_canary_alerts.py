@@ -94,6 +94,22 @@ def test_a_replica_that_disagrees_with_its_siblings_pages_and_its_siblings_do_no
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_of_two_disagreeing_replicas_the_one_the_reference_bears_out_does_not_page(
+    rules_file: Path, tmp_path: Path
+) -> None:
+    inputs = [
+        series("fabric_canary_sibling_agreement", 0, "0x20"),
+        series("fabric_canary_sibling_agreement", 1, "0x20"),
+        series("fabric_canary_reference_agreement", 0, "1x20"),
+        series("fabric_canary_reference_agreement", 1, "0x20"),
+    ]
+    summary = "replica qwen3-5/1 on dgx-b300-01 answers the canary unlike the other replicas of its deployment"
+    alert = expected("FabricCanaryReplicaDisagrees", labels(1), "critical", summary)
+    cases = [{"eval_time": "10m", "alertname": "FabricCanaryReplicaDisagrees", "exp_alerts": [alert]}]
+    result = promtool_test(rules_file, tmp_path, inputs, cases)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_a_deployment_whose_replicas_all_disagree_with_the_reference_pages(rules_file: Path, tmp_path: Path) -> None:
     inputs = [
         series("fabric_canary_reference_agreement", 0, "1 1 0x20"),

@@ -168,7 +168,7 @@ def test_another_context_length_is_drift_and_a_disagreeing_replica(
 
 
 def test_a_changed_model_disagrees_and_with_a_recorded_reference_only_it_fails(
-    fleet: Fleet, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    fleet: Fleet, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # without a reference two disagreeing replicas both fail: nothing says which one is right
     code, out, _ = canary(fleet, capsys, {0: "same", 1: "changed"}, *COUNT)
@@ -178,7 +178,9 @@ def test_a_changed_model_disagrees_and_with_a_recorded_reference_only_it_fails(
 
     repo = tmp_path / "site"
     shutil.copytree(fleet.repo, repo, symlinks=True)
-    code, _, err = canary(fleet, capsys, {0: "same"}, *COUNT, "--record", "--branch", "canary/qwen3-5", repo=repo)
+    monkeypatch.chdir(tmp_path)  # -C relative to the current folder, as an operator types it
+    args = [*COUNT, "--record", "--branch", "canary/qwen3-5"]
+    code, _, err = canary(fleet, capsys, {0: "same"}, *args, repo=Path("site"))
     assert code == 0, err
     assert f"recorded canary/{DEPLOYMENT}.yaml on branch canary/qwen3-5" in err
     assert not (repo / "canary").exists()  # the checkout is untouched: the change waits on its branch

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llm_fabric.cli.check_commands import endpoint_pairs
+from llm_fabric.cli.check_commands import endpoint_pairs, endpoints_option, plan_option
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -29,20 +29,8 @@ def _address(value: str) -> tuple[str, int]:
 
 @click.command("canary")
 @site_repo_option()
-@click.option(
-    "--plan",
-    "plan_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan from `fabric plan -o`: the replicas and their recipes.",
-)
-@click.option(
-    "--endpoint",
-    "endpoints",
-    multiple=True,
-    metavar="REPLICA=URL",
-    help="A replica (DEPLOYMENT/INDEX) and its engine's own URL (not the gateway's); repeat per replica.",
-)
+@plan_option
+@endpoints_option
 @click.option("--prompt", "prompts", multiple=True, metavar="NAME", help="Only this canary prompt (repeatable).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per prompt.")
 @click.option(
@@ -136,7 +124,7 @@ def canary_command(
         _print(run)
     if record:
         assert root is not None  # --record without --references
-        _record(root, plan, run, branch)
+        _record(root.resolve(), plan, run, branch)  # git runs in the repo: its paths must not be relative
         return
     if run.failing:
         first = run.failing[0]

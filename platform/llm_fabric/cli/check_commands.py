@@ -36,22 +36,27 @@ def endpoint_pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
-@check_group.command("live")
-@site_repo_option()
-@click.option(
+# what `check live` and `canary` share: the plan and each replica's own engine
+plan_option = click.option(
     "--plan",
     "plan_file",
     required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Plan from `fabric plan -o`: what each replica should run.",
 )
-@click.option(
+endpoints_option = click.option(
     "--endpoint",
     "endpoints",
     multiple=True,
     metavar="REPLICA=URL",
-    help="A replica (DEPLOYMENT/INDEX) and its engine's URL; repeat for each replica to ask.",
+    help="A replica (DEPLOYMENT/INDEX) and its engine's own URL (not the gateway's); repeat for each replica.",
 )
+
+
+@check_group.command("live")
+@site_repo_option()
+@plan_option
+@endpoints_option
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per request.")
 @click.option(
     "--metrics",

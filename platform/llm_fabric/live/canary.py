@@ -156,6 +156,10 @@ class CanaryRun:
         }
 
 
+# the first word of a letter's Unicode name, for the scripts `CanaryPrompt.script` names so
+_SCRIPT_WORDS = {"latin", "cyrillic", "greek", "hangul", "arabic", "hebrew", "devanagari"}
+
+
 def script_of(text: str) -> str | None:
     """The script most of the answer's letters are written in (None: no letters)."""
     scripts: Counter[str] = Counter()
@@ -163,15 +167,12 @@ def script_of(text: str) -> str | None:
         if not char.isalpha():
             continue
         name = unicodedata.name(char, "")
+        word = name.split(" ", 1)[0].lower()
         if name.startswith("CJK"):
-            scripts["han"] += 1
+            word = "han"
         elif name.startswith(("HIRAGANA", "KATAKANA")):
-            scripts["kana"] += 1
-        else:
-            word = name.split(" ", 1)[0].lower()
-            scripts[
-                word if word in {"latin", "cyrillic", "greek", "hangul", "arabic", "hebrew", "devanagari"} else "other"
-            ] += 1
+            word = "kana"
+        scripts[word if word in _SCRIPT_WORDS | {"han", "kana"} else "other"] += 1
     return scripts.most_common(1)[0][0] if scripts else None
 
 

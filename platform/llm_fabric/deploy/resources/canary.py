@@ -58,7 +58,9 @@ def rule_groups() -> list[dict[str, Any]]:
     rules = [
         _alert(
             "FabricCanaryReplicaDisagrees",
-            "fabric_canary_sibling_agreement == 0",
+            # a replica the recorded reference bears out is not the odd one out
+            "fabric_canary_sibling_agreement == 0 unless on (site, deployment, replica, node) "
+            "fabric_canary_reference_agreement == 1",
             "5m",
             "critical",
             f"replica {on_replica} answers the canary unlike the other replicas of its deployment",
