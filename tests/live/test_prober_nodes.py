@@ -1,6 +1,6 @@
 """The prober takes replicas out for their node too: a firing node-fatal Xid alert and a cordoned Kubernetes
 node (from the real Prometheus, evaluating the fabric's own Xid rules over a test exporter), and a node the
-site repo marks cordoned (`fabric nodes cordon`), each before any re-plan lands."""
+site repo marks cordoned (`fabric nodes cordon`), each before any re-plan lands; and back in when it ends."""
 
 from __future__ import annotations
 
@@ -117,6 +117,13 @@ def test_a_node_fatal_xid_a_cordoned_node_and_a_site_repo_cordon_take_their_repl
         while time.monotonic() < deadline and _rotation(url)[on["dgx-b200-01"][0]]["in_rotation"]:
             time.sleep(0.5)
         assert _rotation(url)[on["dgx-b200-01"][0]]["reasons"] == ["dgx-b200-01: node cordoned in the site repo"]
+        # uncordoned: back in with the next run, as a replica whose canary passes again is
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["nodes", "uncordon", "dgx-b200-01", "--site-repo", str(repo)]) == 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _rotation(url)[on["dgx-b200-01"][0]]["in_rotation"]:
+            time.sleep(0.5)
+        assert _rotation(url)[on["dgx-b200-01"][0]]["reasons"] == []
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
