@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from tests.fixtures.static_http import static_http
 
 from llm_fabric.gateway.runtime.rotation import Rotation
 
@@ -35,22 +34,8 @@ DOCUMENT = {
 
 @pytest.fixture
 def prober() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(DOCUMENT).encode()
-            self.send_response(200 if self.path == "/rotation" else 404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with static_http({"/rotation": ("application/json", json.dumps(DOCUMENT))}) as address:
+        yield f"http://{address}"
 
 
 def entry(deployment: str, site: str, index: int | None = None) -> dict[str, Any]:

@@ -11,11 +11,9 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from llm_fabric.distribution import data_path
 from llm_fabric.engine.local.server import free_port
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.prometheus import PrometheusServer, scrape_job
+from tests.fixtures.static_http import static_http
 from tests.live.plans import plan_of, planned_site
 
 # dcgm-exporter's Xid series for one GPU of the B300 node, and kube-state-metrics' cordon of the H200 node
@@ -43,23 +42,8 @@ EXPOSITION = (
 
 @pytest.fixture
 def exporter() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = EXPOSITION.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with static_http({"/metrics": ("text/plain; version=0.0.4", EXPOSITION)}) as address:
+        yield address
 
 
 def _rotation(url: str) -> dict[str, dict[str, Any]]:
