@@ -54,11 +54,12 @@ def test_cli_check_passes_the_reference_site(
     assert main([*args, "--crds", str(crds), "--json"]) == 0
     check = json.loads(capsys.readouterr().out)["check"]
     # the tenant gateway: ConfigMap, Deployment, Service, NetworkPolicy, records claim, PodMonitor, rules,
-    # dcgm-exporter (collectors ConfigMap, DaemonSet, Service, ServiceMonitor) and four dashboard ConfigMaps
-    # in place of the one dashboard before
-    assert check == {"kubernetes_version": "1.33", "core": 30, "custom": 21, "custom_unchecked": 0, "crds": str(crds)}
+    # dcgm-exporter (collectors ConfigMap, DaemonSet, Service, ServiceMonitor), four dashboard ConfigMaps
+    # in place of the one dashboard before; the canary prober (ConfigMap, Deployment, Service, a direct
+    # Service per replica: 7; PodMonitor, rules)
+    assert check == {"kubernetes_version": "1.33", "core": 37, "custom": 23, "custom_unchecked": 0, "crds": str(crds)}
     assert main(args) == 0  # without --crds: custom resources are counted, not checked
-    assert "21 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
+    assert "23 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
 
 
 def test_cli_check_names_the_file_line_and_field(

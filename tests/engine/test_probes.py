@@ -165,7 +165,7 @@ def test_readiness_follows_the_canary_verdict_and_fails_open(
     pod = sglang_pods["glm-5-1-0"]
     ready = probe_commands(pod)["ready"]
     rendered_url = flag_value(ready, "--canary-url")
-    assert rendered_url == "http://llm-fabric-canary.llm-fabric.svc:8080/replicas/glm-5-1/0"
+    assert rendered_url == "http://fabric-canary.llm-fabric.svc.cluster.local:9400/replicas/glm-5-1/0"
     standin = start(standins, pod)
     verdicts.verdict = verdict
     values = {"--port": port(standin), "--canary-url": verdicts.url(rendered_url), **files(tmp_path)}

@@ -83,3 +83,28 @@ def test_layer_split_must_add_up(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_recipes(path.parent)
     assert "must equal layers" in err.value.render()
+
+
+def test_every_recipe_has_canary_prompts_with_a_tool_call_its_parser_reads() -> None:
+    for recipe in load_recipes().values():
+        names = [p.name for p in recipe.canary]
+        assert names == ["capital", "count", "tool"], recipe.id
+        assert recipe.tool_call_parser is not None
+
+
+def test_canary_prompts_are_checked(tmp_path: Path) -> None:
+    path = _copy(tmp_path, "qwen3.5")
+    text = path.read_text()
+    path.write_text(text.replace("{name: count,", "{name: capital,"))
+    with pytest.raises(ConfigError) as err:
+        load_recipes(path.parent)
+    assert "canary: prompt names must be unique" in err.value.render()
+    path.write_text(text.replace("tool_call_parser: qwen3_coder\nreasoning_parser", "reasoning_parser"))
+    with pytest.raises(ConfigError) as err:
+        load_recipes(path.parent)
+    assert "a tool_call prompt needs the recipe's tool_call_parser" in err.value.render()
+    path.write_text(text.replace("max_tokens: 8, script: latin", "max_tokens: 8, script: latn"))
+    with pytest.raises(ConfigError) as err:
+        load_recipes(path.parent)
+    line = next(i for i, x in enumerate(text.splitlines(), 1) if "{name: capital," in x)
+    assert f"{path}:{line}: canary[0].script: Input should be 'latin'" in err.value.render()

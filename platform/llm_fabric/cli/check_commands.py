@@ -24,7 +24,7 @@ def check_group() -> None:
     """
 
 
-def _pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
+def endpoint_pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
     out = []
     for value in values:
         name, sep, url = value.partition("=")
@@ -36,22 +36,27 @@ def _pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
     return out
 
 
-@check_group.command("live")
-@site_repo_option()
-@click.option(
+# what `check live` and `canary` share: the plan and each replica's own engine
+plan_option = click.option(
     "--plan",
     "plan_file",
     required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Plan from `fabric plan -o`: what each replica should run.",
 )
-@click.option(
+endpoints_option = click.option(
     "--endpoint",
     "endpoints",
     multiple=True,
     metavar="REPLICA=URL",
-    help="A replica (DEPLOYMENT/INDEX) and its engine's URL; repeat for each replica to ask.",
+    help="A replica (DEPLOYMENT/INDEX) and its engine's own URL (not the gateway's); repeat for each replica.",
 )
+
+
+@check_group.command("live")
+@site_repo_option()
+@plan_option
+@endpoints_option
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per request.")
 @click.option(
     "--metrics",
@@ -86,7 +91,7 @@ def live_command(
             f"{plan_file} is a plan of `{plan.federation}`, not of `{site.config.federation.name}` ({site_repo})",
             hint=f"plan this site repo: `fabric plan -C {site_repo} -o FILE`",
         )
-    result = check_live(plan, endpoints_of(plan, _pairs(endpoints)), timeout=timeout)
+    result = check_live(plan, endpoints_of(plan, endpoint_pairs(endpoints)), timeout=timeout)
     if metrics_file is not None:
         write_atomic(metrics_file, exposition(result))
     if as_json:

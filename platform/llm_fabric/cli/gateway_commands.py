@@ -45,6 +45,18 @@ def _endpoints(values: tuple[str, ...]) -> dict[tuple[str, str | None], str]:
     return out
 
 
+def _replica_endpoints(values: tuple[str, ...]) -> dict[tuple[str, int], str]:
+    out: dict[tuple[str, int], str] = {}
+    for name, url in _parse_pairs(values, "--replica"):
+        deployment, _, index = name.rpartition("/")
+        if not deployment or not index.isdigit():
+            raise UsageError(
+                f"--replica `{name}` is not DEPLOYMENT/INDEX", hint="e.g. --replica qwen3-5/0=http://127.0.0.1:8000/v1"
+            )
+        out[(deployment, int(index))] = url
+    return out
+
+
 _plan_option = click.option(
     "--plan",
     "plan_file",
@@ -119,7 +131,6 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
     "endpoints",
     multiple=True,
     metavar="DEPLOYMENT[@SITE]=URL",
-    required=True,
     help="A local engine in place of a deployment's replicas at this gateway's site; repeatable.",
 )
 @click.option(
@@ -129,6 +140,13 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
     metavar="SITE=URL",
     help="Another site's gateway (its /v1 URL) in place of gateway.sites.SITE.url; repeatable. Relays carry "
     "$FABRIC_GATEWAY_PEER_KEY: give every local gateway the same.",
+)
+@click.option(
+    "--replica",
+    "replicas",
+    multiple=True,
+    metavar="DEPLOYMENT/INDEX=URL",
+    help="One replica's own engine, routed as an entry of its own (the canary's rotation can take it out).",
 )
 @click.option(
     "--external",
@@ -153,6 +171,7 @@ def run_command(
     port: int | None,
     endpoints: tuple[str, ...],
     peers: tuple[str, ...],
+    replicas: tuple[str, ...],
     externals: tuple[str, ...],
     records: Path,
     run_dir: Path | None,
@@ -173,6 +192,8 @@ def run_command(
     from llm_fabric.gateway.config import gateway_for
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
 
+    if not endpoints and not replicas:
+        raise UsageError("no engine to route to: pass --endpoint DEPLOYMENT=URL or --replica DEPLOYMENT/INDEX=URL")
     files = gateway_for(
         site_repo,
         plan_file,
@@ -181,6 +202,7 @@ def run_command(
         peers=dict(_parse_pairs(peers, "--peer")),
         externals=dict(_parse_pairs(externals, "--external")),
         local=True,
+        replica_endpoints=_replica_endpoints(replicas),
     )
     folder = (run_dir or Path(tempfile.mkdtemp(prefix="fabric-gateway-"))).resolve()
     write_gateway_files(files, folder)

@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "gpus": "hardware_commands",
     "models": "engine_commands",
     "check": "check_commands",
+    "canary": "canary_commands",
 }
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from llm_fabric.deploy.manifests import Bundle
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
+from llm_fabric.deploy.resources.canary import build_canary
 from llm_fabric.deploy.resources.counters import build_counter_bundles
 from llm_fabric.deploy.resources.dashboards.site_set import build_dashboards
 from llm_fabric.deploy.resources.gateway import build_gateway_bundles
@@ -57,7 +58,8 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
         gateway = build_gateway_bundles(inputs.site, plan, inputs.site_id, inputs.namespace)
         gateway += build_counter_bundles(inputs.site, inputs.site_id, inputs.namespace)
         # the namespace comes first; the LocalQueues live in it and the workloads name them
-        return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + gateway
+        canary = build_canary(inputs.site, plan, inputs.site_id, inputs.namespace)
+        return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + canary + gateway
     if stack == "observability":
         observability = build_observability(inputs.site, inputs.site_id, inputs.namespace, inputs.options)
         return observability + build_dashboards(inputs.site, inputs.the_plan(), inputs.site_id, inputs.namespace)

@@ -144,6 +144,25 @@ class SglangSettings(FabricModel):
     note: str = ""
 
 
+Script = Literal["latin", "cyrillic", "greek", "han", "kana", "hangul", "arabic", "hebrew", "devanagari", "other"]
+
+
+class CanaryPrompt(FabricModel):
+    """One canary prompt: sent greedily to every replica, its answer compared across replicas and with the
+    deployment's recorded reference (`fabric canary --record`); the cheap signals hold even before one exists."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", description="the prompt's name in verdicts and metrics")
+    prompt: str = Field(min_length=1, description="the user message")
+    max_tokens: int = Field(16, ge=1, le=256, description="a short answer: the canary's cost is this per replica")
+    script: Script | None = Field(None, description="the script the answer must be written in (letters only)")
+    min_tokens: int = Field(1, ge=0, description="fewer answer tokens than this fails (an engine that stalls)")
+    tool_call: bool = Field(False, description="offer a tool; the answer must be a tool call the parser parses")
+
+
+def _default_canary() -> list[CanaryPrompt]:
+    return []
+
+
 def _auto_kv_dtype() -> list[KvCacheDtype]:
     return ["auto"]
 
@@ -181,9 +200,17 @@ class Recipe(FabricModel):
     sglang: SglangSettings | None = Field(None, description="how SGLang serves it; absent: vLLM only")
     generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
     known_issues: list[str] = Field(default_factory=list)
+    canary: list[CanaryPrompt] = Field(
+        default_factory=_default_canary, description="canary prompts (greedy, short): `fabric canary`"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Recipe:
+        names = [p.name for p in self.canary]
+        if len(set(names)) != len(names):
+            raise ValueError("canary: prompt names must be unique")
+        if any(p.tool_call for p in self.canary) and self.tool_call_parser is None:
+            raise ValueError("canary: a tool_call prompt needs the recipe's tool_call_parser")
         if self.engine == "sglang" and self.sglang is None:
             raise ValueError("engine `sglang` needs an `sglang:` section (its parsers and arguments)")
         for quant in self.sglang.quantization_args if self.sglang else {}:

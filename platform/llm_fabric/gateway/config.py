@@ -240,6 +240,7 @@ def gateway_for(
     peers: dict[str, str] | None = None,
     externals: dict[str, str] | None = None,
     local: bool = False,
+    replica_endpoints: dict[tuple[str, int], str] | None = None,
 ) -> GatewayFiles:
     """`fabric gateway config` and `run`: the trusted site (PolicyRefusal when a signature fails), its
     plan (`plan_file`, else planned now), the endpoints checked against it, and the gateway built."""
@@ -251,9 +252,11 @@ def gateway_for(
 
         plan = plan_site(site)
     unknown = sorted({d for d, _ in (endpoints or {})} - set(plan.deployments))
+    known = {(r.deployment, r.index) for r in plan.replicas}
+    unknown += sorted(f"{d}/{i}" for d, i in (replica_endpoints or {}) if (d, i) not in known)
     if unknown:
         raise UsageError(
-            f"--endpoint names deployment(s) the plan does not have: {', '.join(unknown)}",
+            f"--endpoint/--replica names deployment(s) or replica(s) the plan does not have: {', '.join(unknown)}",
             hint=f"planned: {', '.join(sorted(plan.deployments))}",
         )
     site_id = gateway_site(site, site_name)
@@ -277,6 +280,7 @@ def gateway_for(
         peers=peers,
         externals=externals,
         local=local,
+        replica_endpoints=replica_endpoints,
     )
 
 
@@ -294,6 +298,7 @@ def build_gateway(
     peers: dict[str, str] | None = None,
     externals: dict[str, str] | None = None,
     local: bool = False,
+    replica_endpoints: dict[tuple[str, int], str] | None = None,
 ) -> GatewayFiles:
     """The gateway of site `site_id`.
 
@@ -304,6 +309,8 @@ def build_gateway(
     `endpoints` maps (deployment, this site or None) to an engine URL and `peers` a site to its gateway's URL
     (`fabric gateway run`); with `local`, only those are listed and `externals` (provider -> URL) replaces
     the providers' URLs.
+    `replica_endpoints` maps (deployment, index) to one of this site's replicas' own engine URL: such a
+    replica gets an entry of its own (`model_info.fabric_replica`), which the canary's rotation can take out.
     """
     gw = site.config.gateway or GatewayConfig()
     policies = effective_policies(site)
@@ -318,8 +325,15 @@ def build_gateway(
     admitted = entry_classes(site, policies, site_id)
     gateways = [s for s in site.config.gateway_sites() if s != site_id]
 
+    by_replica = replica_endpoints or {}
+
     def local_endpoint(dep: str) -> str | None:
-        url = overrides.get((dep, site_id)) or overrides.get((dep, None))
+        own = [
+            by_replica[(r.deployment, r.index)]
+            for r in plan.replicas_of(dep)
+            if r.site == site_id and (r.deployment, r.index) in by_replica
+        ]
+        url = overrides.get((dep, site_id)) or overrides.get((dep, None)) or (own[0] if own else None)
         if url is not None or local:
             return url
         if inference:
@@ -419,13 +433,11 @@ def build_gateway(
                         "max_parallel_requests": slots,
                     }
                     info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name, "fabric_relay": s}
-                model_list.append(
-                    {
-                        "model_name": group if s == first else relay_group(group, s),
-                        "litellm_params": params,
-                        "model_info": info,
-                    }
+                model_name = group if s == first else relay_group(group, s)
+                own_entries = (
+                    _replica_entries(model_name, params, info, replicas, s, by_replica) if s == site_id else []
                 )
+                model_list += own_entries or [{"model_name": model_name, "litellm_params": params, "model_info": info}]
 
     tenants: dict[str, TenantAccess] = {}
     share = budget_share(site, site_id)
@@ -486,6 +498,28 @@ def build_gateway(
         },
     }
     return GatewayFiles(litellm=litellm, settings=settings, notes=notes)
+
+
+def _replica_entries(
+    group: str,
+    params: dict[str, Any],
+    info: dict[str, Any],
+    replicas: list[ReplicaPlacement],
+    at: str,
+    by_replica: dict[tuple[str, int], str],
+) -> list[dict[str, Any]]:
+    """One entry per replica at `at` that has its own endpoint (the canary's rotation takes such an entry out)."""
+    own = [r for r in replicas if r.site == at and (r.deployment, r.index) in by_replica]
+    share = max(math.floor(int(params["max_parallel_requests"]) / max(len(own), 1)), 1)
+    return [
+        {
+            "model_name": group,
+            "litellm_params": params
+            | {"api_base": by_replica[(r.deployment, r.index)], "max_parallel_requests": share},
+            "model_info": info | {"id": f"{group}/{at}/{r.index}", "fabric_replica": f"{r.deployment}/{r.index}"},
+        }
+        for r in own
+    ]
 
 
 def gateway_texts(files: GatewayFiles, *, with_keys: bool = True) -> dict[str, str]:

@@ -22,10 +22,13 @@ import yaml
 
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
+from llm_fabric.deploy.resources.canary import PORT as PROBER_PORT
+from llm_fabric.deploy.resources.canary import PROBER_LABELS, prober_url
 from llm_fabric.deploy.resources.serving import ENGINE_LABELS
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.gateway.config import MODEL_HEADER, GatewayFiles, build_gateway, gateway_texts
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
+from llm_fabric.gateway.runtime.rotation import CANARY_URL_ENV
 from llm_fabric.gateway.runtime.settings import (
     KEYS_ENV,
     KEYS_FILE,
@@ -128,6 +131,7 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
             "name": PEER_KEY_ENV,
             "valueFrom": {"secretKeyRef": {"name": PEER_KEY_SECRET, "key": "key", "optional": True}},
         },
+        {"name": CANARY_URL_ENV, "value": prober_url(namespace)},  # the canary's rotation (docs/canary.md)
     ]
     for provider in sorted(gw.external.values(), key=lambda p: p.api_key_env or ""):
         if provider.api_key_env:
@@ -209,6 +213,7 @@ def _egress(site: TrustedSite, site_id: str, namespace: str, labels: dict[str, s
             "to": [{"podSelector": {"matchLabels": ENGINE_LABELS}}],
             "ports": [{"protocol": "TCP", "port": ENGINE_PORT}],
         },
+        {"to": [{"podSelector": {"matchLabels": PROBER_LABELS}}], "ports": [{"protocol": "TCP", "port": PROBER_PORT}]},
     ]
     if gw.routing == "inference-extension":
         # the inference Gateway's proxy pods, in whichever namespace its implementation runs them

@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from llm_fabric.deploy import labels as L
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.engine.reported import flag
@@ -52,10 +51,12 @@ READINESS_TIMEOUT_S = 5  # the program's two GETs (health path, canary verdict) 
 TERMINATION_GRACE_S = 120
 ENGINE_STOP_S = 15  # of the grace period, left for the engine's own shutdown after the drain
 
-# the canary prober's verdict endpoint (the canary lane serves it): GET /replicas/DEPLOYMENT/INDEX
-CANARY_SERVICE = "llm-fabric-canary"
-CANARY_PORT = 8080
-CANARY_PROBER_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "canary-prober"}
+# the canary prober (deploy/resources/canary.py renders it, from these): its Service, port and pod labels;
+# its verdict endpoint is GET /replicas/DEPLOYMENT/INDEX (docs/canary.md). Here, not there, because the
+# prober's module imports serving, which imports this one.
+CANARY_SERVICE = "fabric-canary"
+CANARY_PORT = 9400
+CANARY_PROBER_LABELS = {"app.kubernetes.io/name": CANARY_SERVICE, "app.kubernetes.io/component": "canary"}
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ def engine_port(args: list[str]) -> str:
 
 
 def canary_url(replica: ReplicaPlacement, namespace: str) -> str:
-    return f"http://{CANARY_SERVICE}.{namespace}.svc:{CANARY_PORT}/replicas/{replica.deployment}/{replica.index}"
+    return f"http://{CANARY_SERVICE}.{namespace}.svc.cluster.local:{CANARY_PORT}/replicas/{replica.deployment}/{replica.index}"
 
 
 def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTiming) -> list[str]:

@@ -3,6 +3,9 @@
     general_settings.custom_auth: llm_fabric.gateway.runtime.hooks.user_api_key_auth
     litellm_settings.callbacks:   llm_fabric.gateway.runtime.hooks.fabric_hooks
 
+The deployment filter also leaves out the replicas the canary prober takes out of rotation
+(`rotation`, $FABRIC_CANARY_URL).
+
 This module runs inside the proxy's own venv (`make gateway`); it reads the settings file that
 `fabric gateway config` wrote ($FABRIC_GATEWAY_SETTINGS) and appends meter records to the day's
 file in the folder $FABRIC_GATEWAY_RECORDS. Errors reach the client as LiteLLM's ProxyException (a plain exception
@@ -37,6 +40,7 @@ from llm_fabric.gateway.runtime.frontdoor import (
 )
 from llm_fabric.gateway.runtime.meter import Meter
 from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
+from llm_fabric.gateway.runtime.rotation import rotation
 from llm_fabric.gateway.runtime.settings import (
     RECORDS_ENV,
     WRITER_ENV,
@@ -281,15 +285,17 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         request_kwargs: dict[str, Any] | None = None,
         parent_otel_span: Any = None,
     ) -> list[Any]:
-        """The last layer: a group's request never reaches a replica at a site outside the group's sites."""
+        """The last layer: a group's request never reaches a replica at a site outside the group's sites,
+        nor one the canary prober took out of rotation (`rotation`)."""
         group = state().settings.groups.get(model)
         if group is None:
             return healthy_deployments  # an external provider's own group
-        return [
+        allowed = [
             d
             for d in healthy_deployments
             if ((d.get("model_info") or {}).get("fabric_site") if isinstance(d, dict) else None) in group.sites
         ]
+        return await rotation().keep(allowed)
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any]:
         info = (kwargs.get("litellm_params") or {}).get("model_info") or kwargs.get("model_info") or {}

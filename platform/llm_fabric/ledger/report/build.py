@@ -20,6 +20,7 @@ from llm_fabric.errors import UsageError
 from llm_fabric.ledger.report.books import Books, ContributorLine, contributor_ledger, draw_up
 from llm_fabric.ledger.report.month_report import MonthReport, money, token_row
 from llm_fabric.ledger.report.statement import StatementInputs, contributor_statement
+from llm_fabric.ledger.store.canary_rate import canary_pass_rates
 from llm_fabric.ledger.store.engine_up import engine_up
 from llm_fabric.ledger.store.engine_usage import EngineModel, EngineUsage, engine_usage
 from llm_fabric.ledger.store.period import Month
@@ -353,10 +354,12 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
     records, origin = record_usage(inputs, month, progress)
     engine = None
     up = None
+    canary: dict[str, float] = {}
     if inputs.prometheus_url:
         client = PrometheusClient(inputs.prometheus_url)
         engine = engine_usage(client, month, now=now, owners=inputs.replica_owners, progress=progress)
         up = engine_up(client, month, until=now, progress=progress) if inputs.statement else None
+        canary = canary_pass_rates(client, month, now)
     models = merge_models(records, engine)
     books = draw_up(config, month, {name: fig.tokens for name, fig in models.items()}, now)
     pairs = records.by_model_tenant if records else {}
@@ -418,5 +421,6 @@ def build_report(site: SiteRepo, inputs: ReportInputs, progress: Callable[[str],
             + _unpriced_gaps(books.unpriced, set(site.deployments))
             + _unknown_gaps(unknown)
             + statement_gaps,
+            "canary_pass_rate": canary,
         }
     )

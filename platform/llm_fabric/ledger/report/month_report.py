@@ -250,6 +250,8 @@ class MonthReport(_Row):
     drift_warning_pct: float
     unknown_in_records: UnknownInRecords = Field(default_factory=UnknownInRecords)
     data_gaps: list[str]
+    # deployment -> the month's canary pass rate (ledger.store.canary_rate), with --prometheus only
+    canary_pass_rate: dict[str, float] = Field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

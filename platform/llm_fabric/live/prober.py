@@ -1,0 +1,204 @@
+"""The canary prober: `fabric canary --serve`, run per site (deploy/resources/canary.py) or locally.
+
+Every `every` seconds it runs the canary (`live.canary.run_canary`) over the replicas it is given,
+then decides which replicas are out of the gateway's rotation: a replica whose canary fails (an
+engine that is down fails it: no answer), whose node has a firing node-fatal Xid alert
+(`FabricGpuXidNodeFatal`) or is cordoned (`kube_node_spec_unschedulable`, both read from Prometheus
+when `--prometheus` is given; and a node the site repo marks cordoned). A replica is back in as soon
+as a cycle finds none of these. It serves:
+
+- `GET /replicas/DEPLOYMENT/INDEX` -> `{"state": "pass"|"fail"|"unknown", ...}`: the canary verdict
+  (the lanes' contract: a readiness probe may read it, and must fail open when the prober is away);
+- `GET /rotation` -> every replica with `in_rotation` and its reasons: what the gateway's
+  `gateway.runtime.rotation` reads;
+- `GET /metrics`: the canary exposition plus `fabric_canary_in_rotation`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from llm_fabric.live.canary import CanaryRun, exposition
+from llm_fabric.plan.document import Plan
+
+NODE_FATAL_ALERT = "FabricGpuXidNodeFatal"  # deploy/resources/observability.XID_ALERTS' node-fatal alert
+ROTATION_METRIC = "fabric_canary_in_rotation"
+
+
+@dataclass(frozen=True)
+class RotationEntry:
+    deployment: str
+    index: int
+    site: str
+    node: str
+    state: str  # the canary's: pass, fail, unknown
+    reasons: list[str]
+
+    @property
+    def in_rotation(self) -> bool:
+        return not self.reasons
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "replica": f"{self.deployment}/{self.index}",
+            "deployment": self.deployment,
+            "index": self.index,
+            "site": self.site,
+            "node": self.node,
+            "state": self.state,
+            "in_rotation": self.in_rotation,
+            "reasons": self.reasons,
+        }
+
+
+def prometheus_nodes_out(url: str, timeout: float = 10.0) -> tuple[dict[str, str], str | None]:
+    """node -> why it is out (a firing node-fatal Xid alert, a cordoned Kubernetes node), and an error if
+    Prometheus could not be asked (then nothing is taken out for it: the canary still judges answers)."""
+    queries = {
+        f'ALERTS{{alertname="{NODE_FATAL_ALERT}",alertstate="firing"}}': f"node-fatal Xid alert {NODE_FATAL_ALERT}",
+        "kube_node_spec_unschedulable == 1": "node cordoned (unschedulable)",
+    }
+    out: dict[str, str] = {}
+    for expr, why in queries.items():
+        query = urllib.parse.urlencode({"query": expr})
+        try:
+            with urllib.request.urlopen(f"{url.rstrip('/')}/api/v1/query?{query}", timeout=timeout) as response:
+                data = json.loads(response.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            return out, f"Prometheus at {url} not asked: {getattr(exc, 'reason', exc)}"
+        for series in data.get("data", {}).get("result", []):
+            node = series.get("metric", {}).get("node")
+            if node:
+                out.setdefault(str(node), why)
+    return out, None
+
+
+def rotation(plan: Plan, run: CanaryRun, nodes_out: dict[str, str]) -> list[RotationEntry]:
+    """Every replica of the plan with the reasons it is out of rotation (none: in)."""
+    verdicts = {(v.deployment, v.index): v for v in run.replicas}
+    entries = []
+    for r in sorted(plan.replicas, key=lambda r: (r.deployment, r.index)):
+        verdict = verdicts.get((r.deployment, r.index))
+        reasons = [f"canary: {f}" for f in verdict.failures] if verdict else []
+        for node in r.nodes:
+            if node in nodes_out:
+                reasons.append(f"{node}: {nodes_out[node]}")
+        state = verdict.state if verdict else "unknown"
+        entries.append(RotationEntry(r.deployment, r.index, r.site, r.node, state, reasons))
+    return entries
+
+
+def rotation_exposition(entries: list[RotationEntry]) -> str:
+    lines = [
+        f"# HELP {ROTATION_METRIC} 1 while the gateway may route to the replica, 0 while it is taken out.",
+        f"# TYPE {ROTATION_METRIC} gauge",
+    ]
+    for e in entries:
+        labels = f'deployment="{e.deployment}",node="{e.node}",replica="{e.index}",site="{e.site}"'
+        lines.append(f"{ROTATION_METRIC}{{{labels}}} {1.0 if e.in_rotation else 0.0}")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ProberState:
+    """The latest cycle's findings, read by the HTTP handler's threads."""
+
+    run: CanaryRun | None = None
+    entries: list[RotationEntry] = field(default_factory=list)
+    checked_at: float | None = None
+    notes: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def update(self, run: CanaryRun, entries: list[RotationEntry], notes: list[str]) -> None:
+        with self.lock:
+            self.run, self.entries, self.notes, self.checked_at = run, entries, notes, time.time()
+
+    def replica(self, deployment: str, index: int) -> dict[str, object]:
+        with self.lock:
+            verdict = next(
+                (v for v in (self.run.replicas if self.run else []) if (v.deployment, v.index) == (deployment, index)),
+                None,
+            )
+            entry = next((e for e in self.entries if (e.deployment, e.index) == (deployment, index)), None)
+        if verdict is None:
+            return {
+                "state": "unknown",
+                "replica": f"{deployment}/{index}",
+                "in_rotation": entry.in_rotation if entry else True,
+            }
+        return verdict.as_dict() | {"in_rotation": entry.in_rotation if entry else True, "checked_at": self.checked_at}
+
+    def rotation_document(self) -> dict[str, object]:
+        with self.lock:
+            return {"checked_at": self.checked_at, "replicas": [e.as_dict() for e in self.entries], "notes": self.notes}
+
+    def metrics(self) -> str:
+        with self.lock:
+            if self.run is None:
+                return ""
+            return exposition(self.run) + rotation_exposition(self.entries)
+
+
+def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: int, body: str, content_type: str = "application/json") -> None:
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
+            if parts == ["metrics"]:
+                self._send(200, state.metrics(), "text/plain; version=0.0.4")
+            elif parts == ["rotation"]:
+                self._send(200, json.dumps(state.rotation_document()))
+            elif parts == ["healthz"]:
+                self._send(200, json.dumps({"ok": True, "checked_at": state.checked_at}))
+            elif len(parts) == 3 and parts[0] == "replicas" and parts[2].isdigit():
+                self._send(200, json.dumps(state.replica(parts[1], int(parts[2]))))
+            else:
+                self._send(404, json.dumps({"error": "GET /replicas/DEPLOYMENT/INDEX, /rotation or /metrics"}))
+
+        def log_message(self, format: str, *args: object) -> None:
+            return  # a probe every few seconds per pod: no access log
+
+    return Handler
+
+
+def serve(
+    address: tuple[str, int],
+    cycle: Callable[[], tuple[CanaryRun, list[RotationEntry], list[str]]],
+    every: float,
+    *,
+    cycles: int | None = None,
+    on_cycle: Callable[[CanaryRun, list[RotationEntry], list[str]], None] | None = None,
+) -> None:
+    """Serve the endpoints on `address` and run `cycle` every `every` seconds (`cycles` times, or forever)."""
+    state = ProberState()
+    server = ThreadingHTTPServer(address, _handler(state))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        done = 0
+        while cycles is None or done < cycles:
+            started = time.monotonic()
+            run, entries, notes = cycle()
+            state.update(run, entries, notes)
+            if on_cycle is not None:
+                on_cycle(run, entries, notes)
+            done += 1
+            time.sleep(max(every - (time.monotonic() - started), 0.0))
+    finally:
+        server.shutdown()
+        server.server_close()
