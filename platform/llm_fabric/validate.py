@@ -73,7 +73,9 @@ def problems_after_status(root: Path, name: str, status: str) -> list[Problem]:
 
     Judged in memory on the repo as it is, before anything is written, so that `fabric nodes retire`
     and `cordon` can warn first: a tenant's dedicated allocation that only this node's GPUs covered,
-    say. Problems the repo already has are left out; signatures are not judged (the change is re-signed).
+    once the node is retired, say (a cordoned node's absence is a shortfall the plan reports, not a
+    problem). Problems the repo already has are left out; signatures are not judged (the change is
+    re-signed).
     """
     site, problems = collect_site(root)
     if site is None or name not in site.nodes:
@@ -83,7 +85,8 @@ def problems_after_status(root: Path, name: str, status: str) -> list[Problem]:
     changed = replace(site, nodes=site.nodes | {name: site.nodes[name].model_copy(update={"status": status})})
     before = {_key(p) for p in problems} | {_key(f.problem) for check in policy_checks for f in check(site)}
     after = [p for check in REFERENCE_CHECKS for p in check(changed)]
-    after += [f.problem for check in policy_checks for f in check(changed)]
+    # warnings leave validate passing: a cordon's shortfall is the plan's to report, not a problem to fix
+    after += [f.problem for check in policy_checks for f in check(changed) if f.severity != "warning"]
     return [p for p in after if _key(p) not in before]
 
 

@@ -16,7 +16,7 @@ from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
-from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
+from llm_fabric.plan.document import Plan, ReplicaPlacement, Shortfall, SolverReport
 from llm_fabric.plan.figures import deployment_capacity, engine_for, node_entries, owner_allocations, site_usage
 from llm_fabric.plan.multinode import MultiNodePlan, plan_multi_node
 from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
@@ -28,7 +28,7 @@ from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.eligibility import ModelFacts, node_refusals
 from llm_fabric.policies.gate import evaluate_policies
 from llm_fabric.site.models import Deployment, NodeManifest, PolicySet
-from llm_fabric.trust.sites import TrustedSite
+from llm_fabric.trust.sites import TrustedSite, back_in_service
 
 TIME_LIMIT_ENV = "FABRIC_PLAN_TIME_LIMIT"
 
@@ -471,6 +471,28 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
     return out
 
 
+def _out_of_service(site: TrustedSite, shortfalls: list[Shortfall], time_limit_s: float | None) -> list[Shortfall]:
+    """The shortfalls marked with the cordoned nodes that cause them: those the plan of the same site with
+    its cordoned nodes back in service does not have. Only they make a shortfall deployable (a cordon
+    never blocks the rest); a target missed with every node in service stays a refusal."""
+    cordoned = sorted(n for n, node in site.nodes.items() if node.status == "cordoned")
+    if not shortfalls or not cordoned:
+        return shortfalls
+    restored = plan_site(back_in_service(site), time_limit_s=time_limit_s)
+    still_short = {s.deployment for s in restored.shortfalls}
+    out: list[Shortfall] = []
+    for s in shortfalls:
+        if s.deployment in still_short:
+            out.append(s)
+            continue
+        ran_on = sorted({n for r in restored.replicas_of(s.deployment) for n in r.nodes if n in cordoned})
+        nodes = ran_on or cordoned
+        names = ", ".join(f"`{n}`" for n in nodes)
+        why = f"{names} {'is' if len(nodes) == 1 else 'are'} cordoned; back in service, the target is met"
+        out.append(s.model_copy(update={"out_of_service": nodes, "reasons": [why, *s.reasons]}))
+    return out
+
+
 def plan_site(site: TrustedSite, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
     ctx = PlanContext.of(site)
     ctx.multi = _multi_node(ctx, base)
@@ -494,7 +516,7 @@ def plan_site(site: TrustedSite, base: Plan | None = None, *, time_limit_s: floa
             for dep, demand in zip(deps, demands, strict=True)
             if dep.recipe in ctx.recipes
         },
-        shortfalls=shortfalls_of(problem, sol, infos, replicas),
+        shortfalls=_out_of_service(site, shortfalls_of(problem, sol, infos, replicas), time_limit_s),
         owners=owner_allocations(site, ctx.shares, replicas),
         sites=site_usage(site, replicas),
         nodes=node_entries(site),

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llm_fabric.plan.diff import seat
-from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff
+from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff, Shortfall
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,39 @@ def _owners(plan: Plan) -> Section:
         "Allocations per owner (GPUs)",
         ("owner", "contributed", "dedicated", "lent", "running pool replicas", "lends idle dedicated"),
         rows,
-        (f"reclaim order: {' > '.join(plan.reclaim_order)}",) if plan.reclaim_order else (),
+        (
+            *((f"reclaim order: {' > '.join(plan.reclaim_order)}",) if plan.reclaim_order else ()),
+            *_owner_shortfalls(plan),
+        ),
     )
+
+
+def _owner_shortfalls(plan: Plan) -> list[str]:
+    """What cordoned nodes cost each owner: GPUs out of service, dedicated GPUs nothing stands behind."""
+    out = []
+    for o in plan.owners.values():
+        if not o.out_of_service_nodes:
+            continue
+        line = f"{o.owner}: {o.out_of_service_gpus} GPUs out of service ({', '.join(o.out_of_service_nodes)} cordoned)"
+        if o.dedicated_shortfall_gpus:
+            line += (
+                f"; dedicated allocation short by {o.dedicated_shortfall_gpus} of {o.dedicated_gpus} GPUs "
+                "until the node is back"
+            )
+        out.append(line)
+    return out
+
+
+def shortfall_rule(s: Shortfall) -> str:
+    """A cordoned node's shortfall is deployable (`placement.out-of-service`); any other refuses the plan."""
+    return "placement.out-of-service" if s.out_of_service else "placement.shortfall"
+
+
+def verdict(plan: Plan) -> str:
+    """complete, DEGRADED (short only while nodes are cordoned: deployable) or INCOMPLETE."""
+    if plan.complete:
+        return "complete"
+    return "DEGRADED" if plan.deployable else "INCOMPLETE"
 
 
 def _sites(plan: Plan) -> Section:
@@ -106,7 +137,7 @@ def _verdicts(plan: Plan) -> Section:
     rows = [(v.rule, ", ".join(v.objects), v.message, v.hint) for v in plan.violations]
     rows += [
         (
-            "placement.shortfall",
+            shortfall_rule(s),
             f"deployment/{s.deployment}",
             f"planned {s.planned} of {s.wanted} {s.unit}",
             " ".join(s.reasons),
@@ -122,6 +153,11 @@ def _verdicts(plan: Plan) -> Section:
         note,
         "policy verdict: all policies satisfied, every target met"
         if plan.complete
+        else (
+            f"policy verdict: all policies satisfied; {len(plan.degraded)} short while nodes are cordoned "
+            "(deployable: the rest is deployed, the shortfall ends when they are back)"
+        )
+        if plan.deployable
         else "policy verdict: NOT satisfied (see the rows above)",
     )
     return Section("Policy verdicts", ("rule", "objects", "what", "what would satisfy it"), rows, notes)
@@ -157,6 +193,10 @@ def _node_diff(diff: PlanDiff) -> list[Section]:
     return [nodes, gpus]
 
 
+def _while(s: Shortfall) -> str:
+    return f" while {', '.join(s.out_of_service)} is out of service" if s.out_of_service else ""
+
+
 def _diff(diff: PlanDiff) -> list[Section]:
     moves = Section(
         f"Changes against {diff.base_revision}: replicas",
@@ -182,11 +222,11 @@ def _diff(diff: PlanDiff) -> list[Section]:
     rows = [("new", v.rule, v.message) for v in diff.new_violations]
     rows += [("resolved", v.rule, v.message) for v in diff.resolved_violations]
     rows += [
-        ("new", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
+        ("new", shortfall_rule(s), f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}{_while(s)}")
         for s in diff.new_shortfalls
     ]
     rows += [
-        ("resolved", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
+        ("resolved", shortfall_rule(s), f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}{_while(s)}")
         for s in diff.resolved_shortfalls
     ]
     pol = Section(
@@ -208,8 +248,7 @@ def _cell(text: str) -> str:
 
 
 def markdown(plan: Plan, diff: PlanDiff | None = None) -> str:
-    verdict = "complete" if plan.complete else "INCOMPLETE"
-    lines = [f"## fabric plan: `{plan.federation}` ({verdict})", ""]
+    lines = [f"## fabric plan: `{plan.federation}` ({verdict(plan)})", ""]
     for sec in sections(plan, diff):
         lines += [f"### {sec.title}", ""]
         if sec.rows:
