@@ -16,6 +16,7 @@ from llm_fabric.errors import Problem, UsageError
 from llm_fabric.gateway.site_checks import site_checks as gateway_checks
 from llm_fabric.ledger.site_checks import site_checks as ledger_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
+from llm_fabric.policies.spares import site_checks as spare_checks
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
 from llm_fabric.trust.root import TrustRoot, trust_root
@@ -28,7 +29,7 @@ def site_checks() -> list[SiteCheck]:
     so one pass shows schema, reference and signature problems together.
     They are judged against the trust root of the run (`trust.trust_root`).
     """
-    return [*engine_checks, *policy_checks, *gateway_checks, *ledger_checks]
+    return [*engine_checks, *policy_checks, *spare_checks, *gateway_checks, *ledger_checks]
 
 
 def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> ValidationReport:

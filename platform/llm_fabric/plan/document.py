@@ -165,6 +165,32 @@ class OwnerAllocation(FabricModel):
     )
 
 
+class SpareHold(FabricModel):
+    """Capacity the plan keeps free for faults (the policies' `spares`), or what became of it."""
+
+    scope: Literal["gpu_model", "deployment"]
+    name: str = Field(description="the GPU model or the deployment it is kept for")
+    state: Literal["held", "in use", "not held"] = Field(
+        description="in use: a cordoned node it covers released it, and its seat takes that node's replicas first"
+    )
+    node: str | None = Field(None, description="where it is held (held), or was held in the base plan (in use)")
+    site: str | None = None
+    owner: str | None = None
+    gpu_model: str | None = None
+    gpu_indices: list[int] = Field(default_factory=list)
+    covers: list[str] = Field(default_factory=list, description="in use: the cordoned nodes that released it")
+    reason: str = Field("", description="in words: why it is in use or not held")
+
+    @property
+    def key(self) -> str:
+        return f"spare/{self.scope}/{self.name}"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs held back from the pool (only while held)."""
+        return len(self.gpu_indices) if self.state == "held" else 0
+
+
 class SiteUsage(FabricModel):
     site: str
     country: str
@@ -291,6 +317,7 @@ class Plan(FabricModel):
     sites: dict[str, SiteUsage] = Field(default_factory=dict)
     nodes: list[NodeEntry] = Field(default_factory=list, description="every node manifest, retired ones too")
     violations: list[Violation] = Field(default_factory=list)
+    spares: list[SpareHold] = Field(default_factory=list, description="spare capacity: held, in use or not held")
     reclaim_order: list[str] = Field(default_factory=list)
     solver: SolverReport
     diff: PlanDiff | None = Field(None, description="what the change does, against the `--base` revision")

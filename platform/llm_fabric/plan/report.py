@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llm_fabric.plan.diff import seat
-from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff, Shortfall
+from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff, Shortfall, SpareHold
 
 
 @dataclass(frozen=True)
@@ -238,8 +238,40 @@ def _diff(diff: PlanDiff) -> list[Section]:
     return [*_node_diff(diff), moves, cap, pol]
 
 
+def _spare_covers(plan: Plan, hold: SpareHold) -> str:
+    """What a spare means for capacity, in words."""
+    if hold.state != "held":
+        return hold.reason
+    if hold.scope == "gpu_model":
+        return f"a fault of one {hold.name} node of up to {hold.gpus} GPUs: its replicas move here first"
+    cap = plan.deployments.get(hold.name)
+    per = cap.max_concurrency_p50 // max(1, cap.replicas_planned) if cap is not None else 0
+    return f"one more replica of {hold.name} ({per} sessions p50): a fault of a node running one moves it here first"
+
+
+def _spares(plan: Plan) -> Section:
+    rows = [
+        (
+            h.key.removeprefix("spare/").replace("_", " ", 1),
+            h.state,
+            f"{h.node} GPUs {','.join(map(str, h.gpu_indices))}" if h.node else "-",
+            str(h.gpus),
+            _spare_covers(plan, h),
+        )
+        for h in plan.spares
+    ]
+    in_service = sum(s.gpus_total for s in plan.sites.values())
+    held = sum(h.gpus for h in plan.spares)
+    note = (
+        f"spares hold {held} of {in_service} GPUs in service ({held / max(1, in_service):.1%} of the pool): "
+        f"replicas are planned on the other {in_service - held}"
+    )
+    return Section("Spares", ("spare", "state", "node and GPUs", "GPUs held", "what it covers"), rows, (note,))
+
+
 def sections(plan: Plan, diff: PlanDiff | None = None) -> list[Section]:
-    out = [_placement(plan), _capacity(plan), _owners(plan), _sites(plan), _verdicts(plan)]
+    out = [_placement(plan), _capacity(plan), _owners(plan), _sites(plan)]
+    out += [_spares(plan), _verdicts(plan)] if plan.spares else [_verdicts(plan)]
     return (_diff(diff) + out) if diff is not None else out
 
 
