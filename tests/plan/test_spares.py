@@ -19,8 +19,9 @@ from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.plan.document import Plan
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.models import PolicySet, SparePolicy
+from llm_fabric.site.models import Deployment, PolicySet, SparePolicy
 from tests.fixtures.cli import fabric, git
+from tests.plan.onesite import federation, node
 from tests.plan.test_properties import GPUS, _allowed, _check, federations
 
 SPARES = """version: 1
@@ -72,7 +73,7 @@ def _check_spares(fed: SiteRepo, plan: Plan) -> None:
             assert fed.nodes[h.node].gpus.catalog_id == h.name and len(h.gpu_indices) == fed.nodes[h.node].gpus.count
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(federations(), st.data())
 def test_after_a_cordon_the_replan_keeps_the_rules_and_takes_the_spares_first(
     fed: SiteRepo, data: st.DataObject
@@ -175,3 +176,33 @@ def test_the_spares_policy_names_what_it_holds(site_repo: Path) -> None:
         "policies/spares.yaml:6: spares.deployments.gpt-oss-120: unknown deployment `gpt-oss-120` "
         "(did you mean `gpt-oss-120b`?)" in out
     )
+
+
+def test_a_cordoned_nodes_replicas_fill_the_spares_node_before_other_free_gpus() -> None:
+    # four alike H200 nodes, nine one-GPU replicas and an n+1 spare: the cordoned node's replicas would
+    # fit on the empty nodes as well, so only the spare preference sends them to the spare's node
+    dep = Deployment(
+        name="gpt-oss-120b",
+        recipe="gpt-oss-120b",
+        quantization="mxfp4",
+        tensor_parallel_size=1,
+        replicas=9,
+        max_model_len=32768,
+        data_classes=["public"],
+    )
+    fed = federation([node(n, "h200") for n in ("h200-a", "h200-b", "h200-c", "h200-d")], dep)
+    spares = PolicySet(spares=SparePolicy(deployments={"gpt-oss-120b": "n+1"}))
+    fed = replace(fed, site_policies=fed.site_policies | {"spares": spares})
+    base = plan_site(fed, time_limit_s=2)
+    [held] = base.spares
+    assert held.state == "held" and held.node is not None and len(base.replicas) == 9
+    victim = Counter(r.node for r in base.replicas if r.node != held.node).most_common(1)[0][0]
+    plan = plan_site(_cordon(fed, victim), base, time_limit_s=2)
+    seats = {(b.node, tuple(b.gpu_indices)) for b in base.replicas}
+    moved = [r for r in plan.replicas if (r.node, tuple(r.gpu_indices)) not in seats]
+    assert moved and len(plan.replicas) == 9 and plan.complete
+    on_spare = sum(1 for r in moved if r.node == held.node)
+    free_on_spare = 8 - sum(len(r.gpu_indices) for r in base.replicas if r.node == held.node)
+    assert on_spare == min(len(moved), free_on_spare), (held.node, [(r.node, r.gpu_indices) for r in moved])
+    [in_use] = plan.spares
+    assert (in_use.state, in_use.node, in_use.covers) == ("in use", held.node, [victim])
