@@ -17,6 +17,7 @@ from llm_fabric.gateway.site_checks import site_checks as gateway_checks
 from llm_fabric.gateway.store_checks import site_checks as gateway_store_checks
 from llm_fabric.ledger.site_checks import site_checks as ledger_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
+from llm_fabric.policies.spares import site_checks as spare_checks
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
 from llm_fabric.trust.root import TrustRoot, trust_root
@@ -29,7 +30,7 @@ def site_checks() -> list[SiteCheck]:
     so one pass shows schema, reference and signature problems together.
     They are judged against the trust root of the run (`trust.trust_root`).
     """
-    return [*engine_checks, *policy_checks, *gateway_checks, *gateway_store_checks, *ledger_checks]
+    return [*engine_checks, *policy_checks, *spare_checks, *gateway_checks, *gateway_store_checks, *ledger_checks]
 
 
 def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None = None) -> ValidationReport:
@@ -74,7 +75,9 @@ def problems_after_status(root: Path, name: str, status: str) -> list[Problem]:
 
     Judged in memory on the repo as it is, before anything is written, so that `fabric nodes retire`
     and `cordon` can warn first: a tenant's dedicated allocation that only this node's GPUs covered,
-    say. Problems the repo already has are left out; signatures are not judged (the change is re-signed).
+    once the node is retired, say (a cordoned node's absence is a shortfall the plan reports, not a
+    problem). Problems the repo already has are left out; signatures are not judged (the change is
+    re-signed).
     """
     site, problems = collect_site(root)
     if site is None or name not in site.nodes:
@@ -84,7 +87,8 @@ def problems_after_status(root: Path, name: str, status: str) -> list[Problem]:
     changed = replace(site, nodes=site.nodes | {name: site.nodes[name].model_copy(update={"status": status})})
     before = {_key(p) for p in problems} | {_key(f.problem) for check in policy_checks for f in check(site)}
     after = [p for check in REFERENCE_CHECKS for p in check(changed)]
-    after += [f.problem for check in policy_checks for f in check(changed)]
+    # warnings leave validate passing: a cordon's shortfall is the plan's to report, not a problem to fix
+    after += [f.problem for check in policy_checks for f in check(changed) if f.severity != "warning"]
     return [p for p in after if _key(p) not in before]
 
 

@@ -76,6 +76,7 @@ def test_the_pass_rate_is_the_share_of_the_months_runs_the_replicas_passed(
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "## Canary pass rate" in markdown
     assert f"| qwen3-5 | {rates['qwen3-5'] * 100:.1f} % |" in markdown
-    assert f"<td>glm-5-1</td><td class=\"n\">{rates['glm-5-1'] * 100:.1f} %</td>" in (
-        tmp_path / "report" / "report.html"
-    ).read_text()
+    assert (
+        f'<td>glm-5-1</td><td class="n">{rates["glm-5-1"] * 100:.1f} %</td>'
+        in (tmp_path / "report" / "report.html").read_text()
+    )

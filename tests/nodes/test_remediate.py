@@ -309,7 +309,6 @@ def test_a_prometheus_without_the_gpu_rules_or_unreachable_is_a_clear_error(
     assert gone.returncode == 2 and f"Prometheus at {nobody} is unreachable" in gone.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="needs the spares lane (28.5)")
 def test_done_when_a_node_fatal_xid_on_the_b200_node_leads_to_a_reviewed_branch_that_names_its_shortfalls(
     site_repo: Path, tmp_path: Path, exporter: XidExporter, prometheus_factory: Callable[..., PrometheusServer],
     review: Callable[[Path, str], Path],

@@ -150,7 +150,9 @@ def test_a_node_leaving_takes_the_whole_group_and_the_plan_says_why() -> None:
     before = _plan(_federation([_node("h100-a"), _node("h100-b")]))
     after = plan_site(_federation([_node("h100-a"), _node("h100-b", status="cordoned")]), before, time_limit_s=2)
     assert len(before.replicas) == 1 and not after.replicas  # no half of a group stays
-    assert "one node alone" in after.shortfalls[0].reasons[0]
+    # the cordon's cost first (issue 28.5: deployable meanwhile), then why nothing else holds the group
+    assert after.shortfalls[0].reasons[0] == "`h100-b` is cordoned; back in service, the target is met"
+    assert "one node alone" in after.shortfalls[0].reasons[1] and after.deployable
 
 
 def test_a_session_target_places_as_many_groups_as_it_needs() -> None:

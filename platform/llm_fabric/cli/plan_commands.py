@@ -58,7 +58,8 @@ def plan_command(
     Shows, per deployment, the replicas (node and GPUs, TP, quantization), KV pool, sessions at the
     p50/p95 context, decode speed and engine args; per owner the GPUs contributed, dedicated and lent;
     per site the GPUs used and free; the policy verdicts and the solver's status and gap.
-    Exit 0 when every policy holds and every target is met, 3 otherwise.
+    Exit 0 when every policy holds and every target is met, or is missed only while cordoned nodes are out
+    of service (DEGRADED: deployable, the shortfall reported); 3 otherwise.
 
     \b
     Examples:
@@ -92,14 +93,14 @@ def plan_command(
         _print_tables(plan, diff)
     if output is not None and not as_json:
         console.print(f"plan written to {output}", markup=False)
-    if not plan.complete:  # the reasons are in the output above; the edge shows this once, with exit 3
+    if not plan.deployable:  # the reasons are in the output above; the edge shows this once, with exit 3
         count = len(plan.violations) + len(plan.shortfalls)
         what = f"{count} problem{'s' if count != 1 else ''}"
         raise PolicyRefusal(f"the plan for `{plan.federation}` is incomplete ({what}, listed above)")
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:
-    from llm_fabric.plan.report import sections
+    from llm_fabric.plan.report import sections, verdict
 
     for sec in sections(plan, diff):
         if sec.rows:
@@ -113,8 +114,8 @@ def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:
             console.print(f"[bold]{sec.title}[/]")
         for note in sec.notes:
             console.print(f"  {note}", markup=False)
-    style = "green" if plan.complete else "red"
-    console.print(f"[{style}]plan {'complete' if plan.complete else 'INCOMPLETE'}[/]")
+    style = "green" if plan.complete else "yellow" if plan.deployable else "red"
+    console.print(f"[{style}]plan {verdict(plan)}[/]")
 
 
 commands = [plan_command]

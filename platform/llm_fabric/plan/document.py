@@ -5,7 +5,9 @@ One versioned document (`apiVersion: llm-fabric/v1`, `kind: Plan`) is what `fabr
 stacks' `planFile`, `fabric report --plan`. `llm_fabric.plan.planning.plan_site` makes it; the
 resource builders (Kubernetes, Pulumi, YAML) read `Plan.replicas` and nothing else of the site repo's
 placement. A plan that misses a target says so in `shortfalls` (in words) and `complete` is False:
-callers that deploy must refuse it (`require_complete()`), never deploy part of it silently. A plan
+callers that deploy must refuse it (`require_complete()`), never deploy part of it silently, unless
+every shortfall is one that cordoned nodes cause (`Shortfall.out_of_service`, `degraded`): a cordon
+is always deployable, and what it costs is stated (the shortfall, the owners' `dedicated_shortfall_gpus`). A plan
 made with `--base` carries its `diff` against that revision; readers that deploy ignore it.
 Each replica carries its configuration fingerprint (`engine.fingerprint`: what can change an answer),
 an optional field: a plan written before it loads, renders without the annotation and passes the
@@ -136,6 +138,10 @@ class Shortfall(FabricModel):
     planned: int
     unit: Literal["replicas", "sessions"]
     reasons: list[str]
+    out_of_service: list[str] = Field(
+        default_factory=list,
+        description="cordoned nodes whose return would meet the target: a fault's cost, deployable meanwhile",
+    )
 
     def to_problem(self) -> Problem:
         return Problem(
@@ -152,6 +158,37 @@ class OwnerAllocation(FabricModel):
     lent_gpus: int = Field(description="contributed GPUs the pool may use")
     used_by_pool_gpus: int = Field(description="of the owner's GPUs, those running pool replicas")
     lend_surplus: bool = Field(description="idle dedicated capacity is lent to the pool at run time")
+    out_of_service_gpus: int = Field(0, description="GPUs of the owner's cordoned nodes (not in contributed_gpus)")
+    out_of_service_nodes: list[str] = Field(default_factory=list, description="the owner's cordoned nodes")
+    dedicated_shortfall_gpus: int = Field(
+        0, description="dedicated GPUs no in-service GPU of the owner stands behind while its nodes are cordoned"
+    )
+
+
+class SpareHold(FabricModel):
+    """Capacity the plan keeps free for faults (the policies' `spares`), or what became of it."""
+
+    scope: Literal["gpu_model", "deployment"]
+    name: str = Field(description="the GPU model or the deployment it is kept for")
+    state: Literal["held", "in use", "not held"] = Field(
+        description="in use: a cordoned node it covers released it, and its seat takes that node's replicas first"
+    )
+    node: str | None = Field(None, description="where it is held (held), or was held in the base plan (in use)")
+    site: str | None = None
+    owner: str | None = None
+    gpu_model: str | None = None
+    gpu_indices: list[int] = Field(default_factory=list)
+    covers: list[str] = Field(default_factory=list, description="in use: the cordoned nodes that released it")
+    reason: str = Field("", description="in words: why it is in use or not held")
+
+    @property
+    def key(self) -> str:
+        return f"spare/{self.scope}/{self.name}"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs held back from the pool (only while held)."""
+        return len(self.gpu_indices) if self.state == "held" else 0
 
 
 class SiteUsage(FabricModel):
@@ -280,6 +317,7 @@ class Plan(FabricModel):
     sites: dict[str, SiteUsage] = Field(default_factory=dict)
     nodes: list[NodeEntry] = Field(default_factory=list, description="every node manifest, retired ones too")
     violations: list[Violation] = Field(default_factory=list)
+    spares: list[SpareHold] = Field(default_factory=list, description="spare capacity: held, in use or not held")
     reclaim_order: list[str] = Field(default_factory=list)
     solver: SolverReport
     diff: PlanDiff | None = Field(None, description="what the change does, against the `--base` revision")
@@ -287,6 +325,16 @@ class Plan(FabricModel):
     @property
     def complete(self) -> bool:
         return not self.shortfalls and not self.violations
+
+    @property
+    def degraded(self) -> list[Shortfall]:
+        """Shortfalls that cordoned nodes cause: what a fault costs until the nodes are back in service."""
+        return [s for s in self.shortfalls if s.out_of_service]
+
+    @property
+    def deployable(self) -> bool:
+        """No rule broken and nothing short but what cordoned nodes leave short: a cordon never blocks the rest."""
+        return not self.violations and all(s.out_of_service for s in self.shortfalls)
 
     def replicas_of(self, deployment: str) -> list[ReplicaPlacement]:
         return [r for r in self.replicas if r.deployment == deployment]
@@ -301,10 +349,12 @@ class Plan(FabricModel):
         )
 
     def require_complete(self) -> Plan:
-        """The plan, or PolicyRefusal (exit 3) listing every shortfall and violation."""
-        if self.complete:
+        """The plan, or PolicyRefusal (exit 3) listing every violation and every shortfall that is not a
+        cordoned node's (those are deployed as they are, and reported: `degraded`)."""
+        if self.deployable:
             return self
-        problems = [v.to_problem() for v in self.violations] + [s.to_problem() for s in self.shortfalls]
+        problems = [v.to_problem() for v in self.violations]
+        problems += [s.to_problem() for s in self.shortfalls if not s.out_of_service]
         raise PolicyRefusal(
             f"the plan for `{self.federation}` is incomplete ({len(problems)} problems)",
             problems=problems,

@@ -183,6 +183,11 @@ def owner_allocations(
             lent_gpus=max(0, share.contributed - held) if share.lends else 0,
             used_by_pool_gpus=sum(r.gpus for r in mine if r.dedicated_for != owner),
             lend_surplus=share.lend_surplus,
+            out_of_service_gpus=share.out_of_service,
+            out_of_service_nodes=sorted(
+                n.name for n in site.nodes.values() if n.owner == owner and n.status == "cordoned"
+            ),
+            dedicated_shortfall_gpus=share.dedicated_unbacked,
         )
     return out
 

@@ -16,19 +16,21 @@ from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
-from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
+from llm_fabric.plan.document import Plan, ReplicaPlacement, Shortfall, SolverReport, SpareHold
 from llm_fabric.plan.figures import deployment_capacity, engine_for, node_entries, owner_allocations, site_usage
 from llm_fabric.plan.multinode import MultiNodePlan, plan_multi_node
 from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
 from llm_fabric.plan.sizing import Sizing, size_on
 from llm_fabric.plan.solver.packing import Request, Seat, pack_class
 from llm_fabric.plan.solver.placement import Demand, NodeClass, Option, PlacementProblem, PlacementSolution, solve
+from llm_fabric.plan.spares import base_seats, released_seats, spare_demands, spare_holds
 from llm_fabric.policies.allocation import OwnerShare, allocation_policy, owner_shares
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.eligibility import ModelFacts, node_refusals
-from llm_fabric.policies.gate import evaluate_policies
+from llm_fabric.policies.gate import evaluate_policies, waiting_for_nodes
+from llm_fabric.policies.spares import SpareAsk, spare_asks
 from llm_fabric.site.models import Deployment, NodeManifest, PolicySet
-from llm_fabric.trust.sites import TrustedSite
+from llm_fabric.trust.sites import TrustedSite, back_in_service
 
 TIME_LIMIT_ENV = "FABRIC_PLAN_TIME_LIMIT"
 
@@ -53,6 +55,8 @@ class PlanContext:
     options: dict[tuple[int, Hashable], list[Option]] = field(default_factory=dict)
     pinned: set[str] = field(default_factory=set)
     multi: MultiNodePlan = field(default_factory=MultiNodePlan)
+    asks: list[SpareAsk] = field(default_factory=list)  # the policies' spares, released or not
+    spare_nodes: set[str] = field(default_factory=set)  # nodes of a released spare: replicas go there first
 
     @classmethod
     def of(cls, site: TrustedSite) -> PlanContext:
@@ -71,6 +75,9 @@ class PlanContext:
         for name, dep in site.deployments.items():
             r = recipes.get(dep.recipe)
             ctx.facts[name] = None if r is None else ModelFacts(small=r.small, total_params_b=r.total_params_b)
+        ctx.asks = spare_asks(
+            site, policies, lambda d: waiting_for_nodes(site, policies, site.deployments[d], ctx.facts.get(d))
+        )
         return ctx
 
     def sizing(self, dep: Deployment, gpu_model: str, gpus_per_node: int, interconnect: str | None = None) -> Sizing:
@@ -193,6 +200,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
             node.owner if node.owner in owners else "",
             name if name in ctx.pinned else "",
             node.gpus.interconnect,  # what the enrollment measured: the expected speed's collectives use it
+            "spare" if name in ctx.spare_nodes else "",
         )
         groups.setdefault(key, []).append(node)
     profiles = {ctx.profile(d): d for _, d in sorted(ctx.site.deployments.items())}
@@ -200,7 +208,9 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
     merged: dict[tuple[object, ...], tuple[tuple[str, ...], list[NodeManifest], tuple[bool, ...]]] = {}
     for key, nodes in sorted(groups.items()):
         verdicts = tuple(ctx.eligible(dep, nodes[0]) for dep in profiles.values())
-        merged.setdefault((key[0], key[1], key[4], key[5], key[6], verdicts), (key, [], verdicts))[1].extend(nodes)
+        merged.setdefault((key[0], key[1], key[4], key[5], key[6], key[7], verdicts), (key, [], verdicts))[1].extend(
+            nodes
+        )
     classes: list[NodeClass] = []
     reps: list[NodeManifest] = []
     ctx.class_verdicts = []
@@ -214,6 +224,7 @@ def node_classes(ctx: PlanContext) -> tuple[list[NodeClass], list[NodeManifest]]
                 tuple(n.name for n in nodes),
                 rep.gpus.count,
                 owner=rep.owner if key[4] else None,
+                spare=bool(key[7]),
             )
         )
         reps.append(rep)
@@ -299,14 +310,12 @@ def _requests(
     per_class: dict[int, list[Request]] = {}
     dedicated: dict[tuple[str, int], str | None] = {}
     for d, demand in enumerate(problem.demands):
-        before = base.replicas_of(demand.name) if base is not None else []
+        before = base_seats(base, demand.name)
         ordinal = 0
         for o, count in sorted(sol.counts[d].items()):
             opt = demand.options[o]
             cls = problem.classes[opt.node_class]
-            seats = [
-                (r.node, tuple(r.gpu_indices)) for r in before if r.node in cls.nodes and len(r.gpu_indices) == opt.gpus
-            ]
+            seats = [(node, gpus) for node, gpus in before if node in cls.nodes and len(gpus) == opt.gpus]
             reserved_here = sol.dedicated[d].get(o, 0)
             for i in range(count):
                 node, gpus = seats[i] if i < len(seats) else (None, ())
@@ -340,12 +349,15 @@ def _index_replicas(seats: dict[tuple[str, int], Seat], base: Plan | None) -> di
 
 def decode(
     ctx: PlanContext, problem: PlacementProblem, sol: PlacementSolution, base: Plan | None
-) -> list[ReplicaPlacement]:
+) -> tuple[list[ReplicaPlacement], list[SpareHold]]:
     per_class, dedicated = _requests(problem, sol, base)
-    seats: dict[tuple[str, int], Seat] = {}
+    packed: dict[tuple[str, int], Seat] = {}
     for c, reqs in per_class.items():
         cls = problem.classes[c]
-        seats.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
+        packed.update(pack_class(cls.nodes, cls.gpus_per_node, reqs))
+    spare_keys = {d.name for d in problem.demands if d.spare}
+    seats = {k: s for k, s in packed.items() if k[0] not in spare_keys}
+    holds = spare_holds(ctx.asks, problem, sol, {k: s for k, s in packed.items() if k[0] in spare_keys}, ctx.site, base)
     index = _index_replicas(seats, base)
     out: list[ReplicaPlacement] = []
     engines: dict[
@@ -392,7 +404,7 @@ def decode(
                 data_classes=list(dep.data_classes),
             )
         )
-    return sorted(out, key=lambda r: (r.deployment, r.index))
+    return sorted(out, key=lambda r: (r.deployment, r.index)), holds
 
 
 def _solver_report(sol: PlacementSolution, classes: int) -> SolverReport:
@@ -471,15 +483,44 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
     return out
 
 
+def _out_of_service(site: TrustedSite, shortfalls: list[Shortfall], time_limit_s: float | None) -> list[Shortfall]:
+    """The shortfalls marked with the cordoned nodes that cause them: those the plan of the same site with
+    its cordoned nodes back in service does not have. Only they make a shortfall deployable (a cordon
+    never blocks the rest); a target missed with every node in service stays a refusal."""
+    cordoned = sorted(n for n, node in site.nodes.items() if node.status == "cordoned")
+    if not shortfalls or not cordoned:
+        return shortfalls
+    restored = plan_site(back_in_service(site), time_limit_s=time_limit_s)
+    still_short = {s.deployment for s in restored.shortfalls}
+    out: list[Shortfall] = []
+    for s in shortfalls:
+        if s.deployment in still_short:
+            out.append(s)
+            continue
+        ran_on = sorted({n for r in restored.replicas_of(s.deployment) for n in r.nodes if n in cordoned})
+        nodes = ran_on or cordoned
+        names = ", ".join(f"`{n}`" for n in nodes)
+        why = f"{names} {'is' if len(nodes) == 1 else 'are'} cordoned; back in service, the target is met"
+        out.append(s.model_copy(update={"out_of_service": nodes, "reasons": [why, *s.reasons]}))
+    return out
+
+
 def plan_site(site: TrustedSite, base: Plan | None = None, *, time_limit_s: float | None = None) -> Plan:
     ctx = PlanContext.of(site)
+    ctx.spare_nodes = released_seats(ctx.asks, base)
     ctx.multi = _multi_node(ctx, base)
     classes, reps = node_classes(ctx)
     demands, deps, infos = build_demands(ctx, classes, reps, base)
+
+    def options_of(name: str) -> tuple[list[Option], str | None]:
+        dep = ctx.site.deployments[name]
+        return _options(ctx, dep, classes, reps, DemandInfo()), dep.dedicated_for
+
+    spares = spare_demands(ctx.asks, classes, reps, base, options_of)
     pool_limits = {c.owner: ctx.shares[c.owner].pool_limit for c in classes if c.owner in ctx.shares}
-    problem = PlacementProblem(classes, demands, pool_limits)
+    problem = PlacementProblem(classes, demands + spares, pool_limits)
     sol = solve(problem, time_limit_s=time_limit_s or _time_limit(), workers=2)
-    replicas = decode(ctx, problem, sol, base)
+    replicas, holds = decode(ctx, problem, sol, base)
     replicas = sorted(replicas + _group_replicas(ctx, replicas), key=lambda r: (r.deployment, r.index))
     by_dep: dict[str, list[ReplicaPlacement]] = {}
     for r in replicas:
@@ -494,11 +535,12 @@ def plan_site(site: TrustedSite, base: Plan | None = None, *, time_limit_s: floa
             for dep, demand in zip(deps, demands, strict=True)
             if dep.recipe in ctx.recipes
         },
-        shortfalls=shortfalls_of(problem, sol, infos, replicas),
+        shortfalls=_out_of_service(site, shortfalls_of(problem, sol, infos, replicas), time_limit_s),
         owners=owner_allocations(site, ctx.shares, replicas),
         sites=site_usage(site, replicas),
         nodes=node_entries(site),
         violations=evaluate_policies(site, ctx.facts),
+        spares=holds,
         reclaim_order=list(allocation_policy(ctx.policies).reclaim_order),
         solver=_solver_report(sol, len(classes)),
     )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llm_fabric.plan.diff import seat
-from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff
+from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff, Shortfall, SpareHold
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,39 @@ def _owners(plan: Plan) -> Section:
         "Allocations per owner (GPUs)",
         ("owner", "contributed", "dedicated", "lent", "running pool replicas", "lends idle dedicated"),
         rows,
-        (f"reclaim order: {' > '.join(plan.reclaim_order)}",) if plan.reclaim_order else (),
+        (
+            *((f"reclaim order: {' > '.join(plan.reclaim_order)}",) if plan.reclaim_order else ()),
+            *_owner_shortfalls(plan),
+        ),
     )
+
+
+def _owner_shortfalls(plan: Plan) -> list[str]:
+    """What cordoned nodes cost each owner: GPUs out of service, dedicated GPUs nothing stands behind."""
+    out = []
+    for o in plan.owners.values():
+        if not o.out_of_service_nodes:
+            continue
+        line = f"{o.owner}: {o.out_of_service_gpus} GPUs out of service ({', '.join(o.out_of_service_nodes)} cordoned)"
+        if o.dedicated_shortfall_gpus:
+            line += (
+                f"; dedicated allocation short by {o.dedicated_shortfall_gpus} of {o.dedicated_gpus} GPUs "
+                "until the node is back"
+            )
+        out.append(line)
+    return out
+
+
+def shortfall_rule(s: Shortfall) -> str:
+    """A cordoned node's shortfall is deployable (`placement.out-of-service`); any other refuses the plan."""
+    return "placement.out-of-service" if s.out_of_service else "placement.shortfall"
+
+
+def verdict(plan: Plan) -> str:
+    """complete, DEGRADED (short only while nodes are cordoned: deployable) or INCOMPLETE."""
+    if plan.complete:
+        return "complete"
+    return "DEGRADED" if plan.deployable else "INCOMPLETE"
 
 
 def _sites(plan: Plan) -> Section:
@@ -106,7 +137,7 @@ def _verdicts(plan: Plan) -> Section:
     rows = [(v.rule, ", ".join(v.objects), v.message, v.hint) for v in plan.violations]
     rows += [
         (
-            "placement.shortfall",
+            shortfall_rule(s),
             f"deployment/{s.deployment}",
             f"planned {s.planned} of {s.wanted} {s.unit}",
             " ".join(s.reasons),
@@ -122,6 +153,11 @@ def _verdicts(plan: Plan) -> Section:
         note,
         "policy verdict: all policies satisfied, every target met"
         if plan.complete
+        else (
+            f"policy verdict: all policies satisfied; {len(plan.degraded)} short while nodes are cordoned "
+            "(deployable: the rest is deployed, the shortfall ends when they are back)"
+        )
+        if plan.deployable
         else "policy verdict: NOT satisfied (see the rows above)",
     )
     return Section("Policy verdicts", ("rule", "objects", "what", "what would satisfy it"), rows, notes)
@@ -157,6 +193,10 @@ def _node_diff(diff: PlanDiff) -> list[Section]:
     return [nodes, gpus]
 
 
+def _while(s: Shortfall) -> str:
+    return f" while {', '.join(s.out_of_service)} is out of service" if s.out_of_service else ""
+
+
 def _diff(diff: PlanDiff) -> list[Section]:
     moves = Section(
         f"Changes against {diff.base_revision}: replicas",
@@ -182,11 +222,11 @@ def _diff(diff: PlanDiff) -> list[Section]:
     rows = [("new", v.rule, v.message) for v in diff.new_violations]
     rows += [("resolved", v.rule, v.message) for v in diff.resolved_violations]
     rows += [
-        ("new", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
+        ("new", shortfall_rule(s), f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}{_while(s)}")
         for s in diff.new_shortfalls
     ]
     rows += [
-        ("resolved", "placement.shortfall", f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}")
+        ("resolved", shortfall_rule(s), f"{s.deployment}: {s.planned} of {s.wanted} {s.unit}{_while(s)}")
         for s in diff.resolved_shortfalls
     ]
     pol = Section(
@@ -198,8 +238,40 @@ def _diff(diff: PlanDiff) -> list[Section]:
     return [*_node_diff(diff), moves, cap, pol]
 
 
+def _spare_covers(plan: Plan, hold: SpareHold) -> str:
+    """What a spare means for capacity, in words."""
+    if hold.state != "held":
+        return hold.reason
+    if hold.scope == "gpu_model":
+        return f"a fault of one {hold.name} node of up to {hold.gpus} GPUs: its replicas move here first"
+    cap = plan.deployments.get(hold.name)
+    per = cap.max_concurrency_p50 // max(1, cap.replicas_planned) if cap is not None else 0
+    return f"one more replica of {hold.name} ({per} sessions p50): a fault of a node running one moves it here first"
+
+
+def _spares(plan: Plan) -> Section:
+    rows = [
+        (
+            h.key.removeprefix("spare/").replace("_", " ", 1),
+            h.state,
+            f"{h.node} GPUs {','.join(map(str, h.gpu_indices))}" if h.node else "-",
+            str(h.gpus),
+            _spare_covers(plan, h),
+        )
+        for h in plan.spares
+    ]
+    in_service = sum(s.gpus_total for s in plan.sites.values())
+    held = sum(h.gpus for h in plan.spares)
+    note = (
+        f"spares hold {held} of {in_service} GPUs in service ({held / max(1, in_service):.1%} of the pool): "
+        f"replicas are planned on the other {in_service - held}"
+    )
+    return Section("Spares", ("spare", "state", "node and GPUs", "GPUs held", "what it covers"), rows, (note,))
+
+
 def sections(plan: Plan, diff: PlanDiff | None = None) -> list[Section]:
-    out = [_placement(plan), _capacity(plan), _owners(plan), _sites(plan), _verdicts(plan)]
+    out = [_placement(plan), _capacity(plan), _owners(plan), _sites(plan)]
+    out += [_spares(plan), _verdicts(plan)] if plan.spares else [_verdicts(plan)]
     return (_diff(diff) + out) if diff is not None else out
 
 
@@ -208,8 +280,7 @@ def _cell(text: str) -> str:
 
 
 def markdown(plan: Plan, diff: PlanDiff | None = None) -> str:
-    verdict = "complete" if plan.complete else "INCOMPLETE"
-    lines = [f"## fabric plan: `{plan.federation}` ({verdict})", ""]
+    lines = [f"## fabric plan: `{plan.federation}` ({verdict(plan)})", ""]
     for sec in sections(plan, diff):
         lines += [f"### {sec.title}", ""]
         if sec.rows:

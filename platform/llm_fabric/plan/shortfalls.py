@@ -67,6 +67,8 @@ def shortfalls_of(
         for node in r.nodes:
             usage.setdefault(node, Counter())[r.deployment] += len(r.gpu_indices)
     for d, demand in enumerate(problem.demands):
+        if demand.spare:  # a spare not held is the plan's `spares` entry, not a deployment's shortfall
+            continue
         if sol.missing[d] <= 0 and not any(m > 0 for m in sol.reserved_missing[d].values()):
             continue
         why = _blocked(problem, infos[d]) if not demand.options else _crowded(problem, demand, usage)

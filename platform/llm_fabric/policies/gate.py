@@ -7,13 +7,14 @@ what an operator wrote that no placement could honour, and rules that contradict
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 
 from llm_fabric.policies.allocation import owner_shares
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.eligibility import ModelFacts, node_refusals
 from llm_fabric.policies.violations import Violation
 from llm_fabric.site.loader import SiteRepo
-from llm_fabric.site.models import PolicySet
+from llm_fabric.site.models import Deployment, PolicySet
 from llm_fabric.site.validation import Finding
 
 
@@ -106,7 +107,7 @@ def check_allocations(site: SiteRepo, policies: PolicySet) -> list[Violation]:
                 continue
             gpus = count * (dep.tensor_parallel_size or 1)
             loc = ("dedicated", "replicas", dep_name)
-            if gpus > share.contributed:
+            if gpus > share.enrolled:  # a cordoned node's GPUs count: its absence is a shortfall of the plan
                 out.append(
                     _violation(
                         site,
@@ -116,8 +117,8 @@ def check_allocations(site: SiteRepo, policies: PolicySet) -> list[Violation]:
                         rule="allocation.exceeds-contribution",
                         objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
                         message=f"{count} dedicated replicas of `{dep_name}` need at least {gpus} GPUs; "
-                        f"`{owner}` contributed {share.contributed}",
-                        hint=f"reserve at most {share.contributed // (dep.tensor_parallel_size or 1)} "
+                        f"`{owner}` contributed {share.enrolled}",
+                        hint=f"reserve at most {share.enrolled // (dep.tensor_parallel_size or 1)} "
                         f"replicas, or enroll more of `{owner}`'s machines",
                     )
                 )
@@ -171,8 +172,38 @@ def check_nodes(site: SiteRepo) -> list[Violation]:
     return out
 
 
+def in_service(site: SiteRepo) -> SiteRepo:
+    """The site repo as it would be with every cordoned node back in service (the what-if of a fault)."""
+    back = {
+        n: node.model_copy(update={"status": "active"}) for n, node in site.nodes.items() if node.status == "cordoned"
+    }
+    values = {f.name: getattr(site, f.name) for f in fields(SiteRepo)}  # a plain SiteRepo, also of a TrustedSite
+    return SiteRepo(**(values | {"nodes": site.nodes | back}))
+
+
+def while_cordoned(nodes: list[str]) -> str:
+    names = ", ".join(f"`{n}`" for n in nodes)
+    return f"{names} {'is' if len(nodes) == 1 else 'are'} cordoned"
+
+
+def waiting_for_nodes(site: SiteRepo, policies: PolicySet, dep: Deployment, facts: ModelFacts | None) -> list[str]:
+    """The cordoned nodes that could run `dep` once back in service: a deployment no node in service may
+    run while these are out is a shortfall the plan reports, not a rule broken by the site repo."""
+    cordoned = [n for n, node in sorted(site.nodes.items()) if node.status == "cordoned"]
+    if not cordoned:
+        return []
+    restored = in_service(site)
+    shares = owner_shares(restored, policies)
+    return [
+        n
+        for n in cordoned
+        if not node_refusals(restored, policies, dep, restored.nodes[n], facts, shares.get(restored.nodes[n].owner))
+    ]
+
+
 def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, ModelFacts | None]) -> list[Violation]:
-    """Each deployment needs at least one node that policy allows; pins must respect sovereignty."""
+    """Each deployment needs at least one node that policy allows; pins must respect sovereignty. A
+    deployment that only cordoned nodes could run is left to the plan's shortfalls (`waiting_for_nodes`)."""
     out: list[Violation] = []
     shares = owner_shares(site, policies)
     by_name = sorted(site.nodes.items())
@@ -189,6 +220,8 @@ def check_deployments(site: SiteRepo, policies: PolicySet, facts: dict[str, Mode
                 break
             reasons[node_name] = refusals
         else:
+            if waiting_for_nodes(site, policies, dep, facts.get(name)):
+                continue
             reasons = dict(sorted(reasons.items()))
             detail = "; ".join(f"{n}: {' and '.join(r)}" for n, r in reasons.items()) or "the federation has no nodes"
             out.append(
@@ -221,4 +254,51 @@ def _policy_findings(site: SiteRepo) -> list[Finding]:
     return [Finding(severity="policy", problem=v.to_problem()) for v in evaluate_policies(site)]
 
 
-site_checks: list[Callable[[SiteRepo], list[Finding]]] = [_policy_findings]
+def _out_of_service_findings(site: SiteRepo) -> list[Finding]:
+    """Warnings (validate still passes): what the cordoned nodes leave short until they are back."""
+    if not any(n.status == "cordoned" for n in site.nodes.values()):
+        return []
+    policies = effective_policies(site)
+    facts = model_facts(site)
+    out: list[Finding] = []
+    for owner, share in owner_shares(site, policies).items():
+        if share.dedicated_unbacked:
+            down = sorted(n for n, node in site.nodes.items() if node.owner == owner and node.status == "cordoned")
+            path = site.path_of("tenants", owner)
+            out.append(
+                Finding(
+                    severity="warning",
+                    problem=site.problem(
+                        path,
+                        ("dedicated", "gpus"),
+                        f"{share.dedicated_unbacked} of `{owner}`'s {share.dedicated_gpus} dedicated GPUs are out "
+                        f"of service while {while_cordoned(down)}; the plan reports the shortfall and deploys the rest",
+                        f"once repaired: `fabric nodes uncordon {down[0]}`",
+                    ),
+                )
+            )
+    shares = owner_shares(site, policies)
+    for name, dep in sorted(site.deployments.items()):
+        if dep.replicas == 0 or any(
+            not node_refusals(site, policies, dep, node, facts.get(name), shares.get(node.owner))
+            for node in site.nodes.values()
+        ):
+            continue
+        waiting = waiting_for_nodes(site, policies, dep, facts.get(name))
+        if waiting:
+            out.append(
+                Finding(
+                    severity="warning",
+                    problem=site.problem(
+                        site.path_of("deployments", name),
+                        (),
+                        f"no node in service may run `{name}` while {while_cordoned(waiting)}; "
+                        "the plan reports the shortfall and deploys the rest",
+                        f"once repaired: `fabric nodes uncordon {waiting[0]}`",
+                    ),
+                )
+            )
+    return out
+
+
+site_checks: list[Callable[[SiteRepo], list[Finding]]] = [_policy_findings, _out_of_service_findings]

@@ -68,6 +68,11 @@ class SiteRepo:
     def contributed_gpus(self, owner: str) -> int:
         return sum(n.gpus.count for n in self.nodes.values() if n.owner == owner and n.status == "active")
 
+    def enrolled_gpus(self, owner: str) -> int:
+        """The owner's GPUs that are not retired: a cordoned node still counts (it is out of service for a
+        while, and the plan reports what its absence costs instead of refusing the site repo)."""
+        return sum(n.gpus.count for n in self.nodes.values() if n.owner == owner and n.status != "retired")
+
 
 class _Collector:
     def __init__(self) -> None:
@@ -244,7 +249,7 @@ def _check_tenants(site: SiteRepo) -> list[Problem]:
         if tenant.dedicated is None or site.unloadable.get("nodes"):
             # with a node file unreadable, the contributed count would be wrong; its own error is reported
             continue
-        contributed = site.contributed_gpus(name)
+        contributed = site.enrolled_gpus(name)
         if tenant.dedicated.gpus > contributed:
             out.append(
                 site.problem(

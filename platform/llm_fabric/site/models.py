@@ -548,6 +548,20 @@ class TierPolicy(FabricModel):
     limited_max_total_params_b: float = Field(150.0, gt=0, description="largest model (B params) a limited node takes")
 
 
+SpareLevel = Literal["n+1", "none"]
+
+
+class SparePolicy(FabricModel):
+    """Spare capacity the plan keeps free and gives first to the replicas of a cordoned node.
+
+    `n+1` for a GPU model: one node's GPUs of that model held free (a whole node, from lent capacity);
+    for a deployment: one more replica's GPUs held free where it may run. `none` switches off what an
+    earlier file set."""
+
+    gpu_models: dict[Name, SpareLevel] = Field(default_factory=dict, description="GPU catalog id -> n+1 or none")
+    deployments: dict[Name, SpareLevel] = Field(default_factory=dict, description="deployment -> n+1 or none")
+
+
 class PolicySet(FabricModel):
     """A policies/*.yaml file; sections present override the distribution's defaults."""
 
@@ -555,6 +569,7 @@ class PolicySet(FabricModel):
     sovereignty: dict[Name, SovereigntyRule] = Field(default_factory=dict)
     allocation: AllocationPolicy | None = None
     tiers: TierPolicy | None = None
+    spares: SparePolicy | None = None
 
 
 # ---------------------------------------------------------------- ledger.yaml

@@ -36,6 +36,16 @@ class TrustedSite(SiteRepo):
             raise TypeError("a TrustedSite is made only by load_trusted_site (llm_fabric.trust.sites)")
 
 
+def back_in_service(site: TrustedSite) -> TrustedSite:
+    """The same trusted nodes with the cordoned ones back in service: the plan's what-if of a repaired
+    fault (what a cordon costs), never rendered; a node's status is the only field that changes."""
+    back = {
+        n: node.model_copy(update={"status": "active"}) for n, node in site.nodes.items() if node.status == "cordoned"
+    }
+    values = {f.name: getattr(site, f.name) for f in fields(SiteRepo)}
+    return TrustedSite(**(values | {"nodes": site.nodes | back}), gate=_GATE)
+
+
 def load_trusted_site(root: Path, keys: Keys | None = None) -> TrustedSite:
     """The site repo at `root` when every node is trusted under `keys` (default: the repo's keys/).
 

@@ -42,20 +42,20 @@ def _signatures(problem: PlacementProblem) -> list[tuple[tuple[int, int, int, in
 def coarsen(problem: PlacementProblem) -> Coarse:
     kept = _kept_owners(problem)
     signatures = _signatures(problem)
-    groups: dict[tuple[int, str | None, tuple[tuple[int, int, int, int], ...]], list[int]] = {}
+    groups: dict[tuple[int, str | None, bool, tuple[tuple[int, int, int, int], ...]], list[int]] = {}
     for c, cls in enumerate(problem.classes):
         owner = cls.owner if cls.owner in kept else (POOLED if cls.owner in problem.pool_limits else cls.owner)
-        groups.setdefault((cls.gpus_per_node, owner, signatures[c]), []).append(c)
+        groups.setdefault((cls.gpus_per_node, owner, cls.spare, signatures[c]), []).append(c)
     classes: list[NodeClass] = []
     class_of = [0] * len(problem.classes)
     share = [0.0] * len(problem.classes)
-    for (gpus, owner, _), members in groups.items():
+    for (gpus, owner, spare, _), members in groups.items():
         nodes = tuple(n for c in members for n in problem.classes[c].nodes)
         total = len(nodes) * gpus
         for c in members:
             class_of[c] = len(classes)
             share[c] = len(problem.classes[c].nodes) * gpus / max(1, total)
-        classes.append(NodeClass(f"coarse-{len(classes)}", nodes, gpus, owner=owner))
+        classes.append(NodeClass(f"coarse-{len(classes)}", nodes, gpus, owner=owner, spare=spare))
     limits = {w: k for w, k in problem.pool_limits.items() if w in kept}
     pooled = sum(k for w, k in problem.pool_limits.items() if w not in kept)
     if any(c.owner == POOLED for c in classes):
@@ -76,6 +76,7 @@ def coarsen(problem: PlacementProblem) -> Coarse:
                 demand.dedicated_owner,
                 dict(demand.reserved),
                 base,
+                demand.spare,
             )
         )
     return Coarse(PlacementProblem(classes, demands, limits), class_of, share)

@@ -23,9 +23,12 @@ UNLIMITED = 1 << 30
 COVER = 2  # the pass that rounds the LP's fractions up
 
 
-def option_cost(gpus: int, quality: int) -> int:
-    """What one replica costs in the GPU-economy objective: its GPUs, then less capacity than the best."""
-    return W_GPU * gpus + QUALITY_MAX - min(QUALITY_MAX, max(0, quality))
+def option_cost(gpus: int, quality: int, spare: bool = False) -> int:
+    """What one replica costs in the GPU-economy objective: its GPUs, then less capacity than the best.
+    On a released spare's nodes (`spare`) a replica costs less than one GPU anywhere else: the GPUs
+    held for a fault take its replicas before lent capacity does."""
+    shortfall = QUALITY_MAX - min(QUALITY_MAX, max(0, quality))
+    return 1 + shortfall if spare else W_GPU * gpus + shortfall
 
 
 @dataclass
@@ -87,19 +90,20 @@ def _order(problem: PlacementProblem) -> list[int]:
         room = sum(problem.classes[o.node_class].slots(o.gpus) for o in demand.options)
         want = demand.replicas if demand.replicas is not None else demand.max_replicas
         need = max(1, want) * min((o.gpus for o in demand.options), default=1)
-        return (0 if demand.dedicated_owner or demand.reserved else 1, room / need)
+        rank = 2 if demand.spare else 0 if demand.dedicated_owner or demand.reserved else 1
+        return (rank, room / need)  # spares last: they take only what the real replicas left
 
     return sorted(range(len(problem.demands)), key=tightness)
 
 
-def _preference(demand: Demand, guide: dict[int, float]) -> list[int]:
+def _preference(problem: PlacementProblem, demand: Demand, guide: dict[int, float]) -> list[int]:
     """Options: the LP's first (larger fraction first), then cheapest first (per replica, or per session for
     targets); base classes before all others."""
     per_replica = demand.replicas is not None
 
     def key(o: int) -> tuple[bool, bool, float, float, int]:
         opt = demand.options[o]
-        cost = W_GPU * opt.gpus + QUALITY_MAX - min(QUALITY_MAX, max(0, opt.quality))
+        cost = option_cost(opt.gpus, opt.quality, problem.classes[opt.node_class].spare)
         per = cost if per_replica else cost / max(1, opt.capacity)
         x = guide.get(o)
         return (opt.node_class not in demand.base, x is None, -(x % 1) if x is not None else 0.0, per, o)
@@ -128,6 +132,7 @@ class _Filling:
     prefs: list[int]
     passes: list[dict[int, int] | None]  # per pass: option -> replicas it may hold after it (None: no limit)
     lender: dict[int, str | None]
+    spare: frozenset[int] = frozenset()  # options on a released spare's nodes
     placed: int = 0
     sessions: int = 0
     counts: dict[int, int] = field(default_factory=dict)
@@ -153,9 +158,10 @@ def _filling(problem: PlacementProblem, demand: Demand, guide: dict[int, float])
     floor = {o: math.floor(x + 1e-6) for o, x in guide.items() if x >= 1 - 1e-6}
     ceil = {o: math.ceil(x - 1e-6) for o, x in guide.items()}
     # the LP's options first, the larger fraction first (it is rounded up first); then by cost
-    prefs = _preference(demand, guide)
+    prefs = _preference(problem, demand, guide)
     passes: list[dict[int, int] | None] = [keep, floor, ceil, None]
-    return _Filling(demand, prefs, passes, _Lenders(problem, demand))
+    spare = frozenset(o for o, opt in enumerate(demand.options) if problem.classes[opt.node_class].spare)
+    return _Filling(demand, prefs, passes, _Lenders(problem, demand), spare)
 
 
 def _put(f: _Filling, o: int, room: _Room, pool: bool) -> bool:
@@ -203,7 +209,7 @@ def _cover(f: _Filling, room: _Room) -> None:
         opt = f.demand.options[o]
         n = -(-rest // max(1, opt.capacity))
         if n <= room_left:
-            candidates.append((n * option_cost(opt.gpus, opt.quality), o, n))
+            candidates.append((n * option_cost(opt.gpus, opt.quality, o in f.spare), o, n))
     for _, o, n in sorted(candidates):  # the cheapest that fits: capacity checks only until then
         opt = f.demand.options[o]
         if room.fits_many(opt.node_class, opt.gpus, n, f.lender[o]):

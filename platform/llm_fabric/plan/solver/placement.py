@@ -38,6 +38,7 @@ __all__ = ["Demand", "NodeClass", "Option", "PlacementProblem", "PlacementSoluti
 
 W_MISS = 1_000_000  # per replica (or replica-equivalent of sessions) not placed
 W_MOVE = 1_000  # per replica taken away from a class it ran on in the base plan
+W_SPARE = 10_000  # per spare not held: never at a replica's cost, worth a few moves
 FIRST_STAGE_SHARE = 0.7  # of the time limit; the GPU-economy stage gets the rest
 GAP_LIMIT = 0.001  # relative: the GPU-economy stage is optimal this close to its bound
 GAP_ACCEPT = 0.01  # ... and, on a model over SMALL_MODEL variables, good enough without a CP-SAT run
@@ -46,6 +47,8 @@ LARGE_MODEL = 50_000  # variables; beyond: coarse LP bound and LP-guided first-f
 
 
 def _miss_weight(demand: Demand) -> int:
+    if demand.spare:
+        return W_SPARE
     if demand.replicas is not None:
         return W_MISS
     best = max((o.capacity for o in demand.options), default=1)
@@ -70,7 +73,10 @@ def _first_value(problem: PlacementProblem, p: StartPoint) -> int:
 def _second_value(problem: PlacementProblem, p: StartPoint) -> int:
     """GPU economy: the GPUs of every replica, then its capacity short of the best option's."""
     return sum(
-        option_cost(demand.options[o].gpus, demand.options[o].quality) * n
+        option_cost(
+            demand.options[o].gpus, demand.options[o].quality, problem.classes[demand.options[o].node_class].spare
+        )
+        * n
         for demand, counts in zip(problem.demands, p.counts, strict=True)
         for o, n in counts.items()
     )

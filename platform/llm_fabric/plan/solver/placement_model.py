@@ -15,7 +15,7 @@ from ortools.sat.python.cp_model import LinearExpr
 from llm_fabric.plan.solver.first_fit import StartPoint, option_cost
 
 if TYPE_CHECKING:
-    from llm_fabric.plan.solver.placement_types import NodeClass, PlacementProblem
+    from llm_fabric.plan.solver.placement_types import NodeClass, Option, PlacementProblem
 
 Objective = tuple[list[cp_model.IntVar], list[int]]
 
@@ -133,6 +133,10 @@ def _add_moves(model: cp_model.CpModel, problem: PlacementProblem, v: _Vars) -> 
             v.move_of.append((d, c))
 
 
+def _cost(problem: PlacementProblem, opt: Option) -> int:
+    return option_cost(opt.gpus, opt.quality, problem.classes[opt.node_class].spare)
+
+
 class PlacementModel:
     """The CP-SAT model with its two objectives: `first` (weights per missed unit, reservation, move) and
     `second` (GPU economy)."""
@@ -151,7 +155,7 @@ class PlacementModel:
         ys = [(d, o, y) for d, yd in enumerate(v.y) for o, y in yd.items()]
         self.second: Objective = (
             [y for _, _, y in ys],
-            [option_cost(problem.demands[d].options[o].gpus, problem.demands[d].options[o].quality) for d, o, _ in ys],
+            [_cost(problem, problem.demands[d].options[o]) for d, o, _ in ys],
         )
 
     def hold(self, objective: Objective, at_most: int) -> None:

@@ -12,6 +12,7 @@ class NodeClass:
     nodes: tuple[str, ...]
     gpus_per_node: int
     owner: str | None = None  # set when the owner's allocation limits what the pool may take here
+    spare: bool = False  # a spare's nodes released by a fault: replicas go here first (cheapest GPUs)
 
     def slots(self, size: int) -> int:
         """GPUs that replicas of at least `size` GPUs can use in this class."""
@@ -36,6 +37,7 @@ class Demand:
     dedicated_owner: str | None = None  # every replica is dedicated to this owner (runs on its nodes)
     reserved: dict[str, int] = field(default_factory=dict)  # owner -> replicas reserved for it
     base: dict[int, int] = field(default_factory=dict)  # node class -> replicas there in the base plan
+    spare: bool = False  # capacity held free, serving nothing: placed after every real replica (W_SPARE)
 
 
 @dataclass

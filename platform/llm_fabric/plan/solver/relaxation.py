@@ -100,7 +100,7 @@ def _demand_rows(
             _row(s, k, inf, [*((y, 1.0) for y in mine), (rm, 1.0)])
     for o, y in ys.items():
         opt = demand.options[o]
-        lp.second.append((y, option_cost(opt.gpus, opt.quality)))
+        lp.second.append((y, option_cost(opt.gpus, opt.quality, problem.classes[opt.node_class].spare)))
     return ys
 
 
