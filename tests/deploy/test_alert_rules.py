@@ -124,7 +124,8 @@ CASES: dict[str, tuple[list[dict[str, str]], str, dict[str, Any]]] = {
             GPU_LABELS,
             "critical",
             "GPU 3 (GPU-30130bfd) on dgx-b300-01 reported node-fatal Xid 79",
-            "take the node out: ansible-playbook playbooks/drain.yml -e fabric_drain_node=dgx-b300-01",
+            "take the node out through a reviewed change: fabric nodes remediate -C SITE --node dgx-b300-01 "
+            "--xid 79 (docs/deploy.md), then drain it: playbooks/drain.yml",
         ),
     ),
     # a replica-fatal one warns
@@ -348,7 +349,13 @@ def test_each_xid_fires_its_class_alone_and_an_application_xid_pages_nobody(rule
         firing = XID_ALERT_OF[entry.kind]
         _, severity, action = XID_ALERTS[entry.kind]
         summary = f"GPU 3 (GPU-30130bfd) on dgx-b300-01 reported {entry.kind} Xid {entry.xid}"
-        expected = _alert(firing, GPU_LABELS, severity, summary, action.replace("{{ $labels.node }}", "dgx-b300-01"))
+        expected = _alert(
+            firing,
+            GPU_LABELS,
+            severity,
+            summary,
+            action.replace("{{ $labels.node }}", "dgx-b300-01").replace("{{ $value }}", str(entry.xid)),
+        )
         checks: list[dict[str, Any]] = [{"eval_time": "5m", **expected}]
         checks += [{"eval_time": "5m", "alertname": a, "exp_alerts": []} for a in xid_alerts if a != firing]
         series = [{"series": f"DCGM_FI_DEV_XID_ERRORS{{{GPU}}}", "values": f"0 0 {entry.xid}x10"}]

@@ -51,7 +51,8 @@ def test_render_reads_what_plan_wrote(site_repo: Path, plan_file: Path, tmp_path
     replicas = [r for r in load_plan(plan_file).replicas if r.site == "brno"]
     workloads = {p.name for p in (out / "brno" / "serving").glob("deployment-*.yaml")}
     # one Deployment per replica the plan puts at brno, beside the tenant gateway that brno runs
-    assert workloads - {"deployment-fabric-gateway.yaml"} == {
+    # besides the engines: the tenant gateway and the canary prober
+    assert workloads - {"deployment-fabric-gateway.yaml", "deployment-fabric-canary.yaml"} == {
         f"deployment-{r.deployment}-{r.index}.yaml" for r in replicas
     }
     assert replicas
@@ -80,7 +81,7 @@ def test_pulumi_plan_file_reads_what_plan_wrote(site_repo: Path, plan_file: Path
     deployments = [
         name
         for typ, name, _ in mocks.resources
-        if typ == "kubernetes:apps/v1:Deployment" and "fabric-gateway" not in name
+        if typ == "kubernetes:apps/v1:Deployment" and "fabric-gateway" not in name and "fabric-canary" not in name
     ]
     assert len(deployments) == len([r for r in load_plan(plan_file).replicas if r.site == "brno"])
 

@@ -17,6 +17,7 @@ from typing import Any
 from llm_fabric import __version__
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
+from llm_fabric.deploy.resources.observability import alert_rule
 from llm_fabric.deploy.resources.probes import CANARY_PORT, CANARY_PROBER_LABELS, CANARY_SERVICE
 from llm_fabric.deploy.resources.serving import ENGINE_LABELS, replica_name
 from llm_fabric.plan.document import Plan, plan_json
@@ -43,21 +44,11 @@ def direct_service_name(deployment: str, index: int) -> str:
     return L.dns_name(deployment, str(index), "direct")
 
 
-def _alert(name: str, expr: str, for_: str, severity: str, summary: str, action: str) -> dict[str, Any]:
-    return {
-        "alert": name,
-        "expr": expr,
-        "for": for_,
-        "labels": {"severity": severity, "team": "llm-fabric"},
-        "annotations": {"summary": summary, "description": action},
-    }
-
-
 def rule_groups() -> list[dict[str, Any]]:
     """The canary's alert rules (a group of their own beside observability's)."""
     on_replica = "{{ $labels.deployment }}/{{ $labels.replica }} on {{ $labels.node }}"
     rules = [
-        _alert(
+        alert_rule(
             "FabricCanaryReplicaDisagrees",
             # a replica the recorded reference bears out is not the odd one out
             "fabric_canary_sibling_agreement == 0 unless on (site, deployment, replica, node) "
@@ -68,7 +59,7 @@ def rule_groups() -> list[dict[str, Any]]:
             "the gateway keeps it out while it fails; compare its configuration: "
             "fabric check live -C SITE --plan plan.json --endpoint {{ $labels.deployment }}/{{ $labels.replica }}=URL",
         ),
-        _alert(
+        alert_rule(
             "FabricCanaryDeploymentChanged",
             "max by (site, deployment) (fabric_canary_reference_agreement) == 0",
             "10m",
@@ -77,7 +68,7 @@ def rule_groups() -> list[dict[str, Any]]:
             "the model or the engine changed: roll back, or if the change was deliberate record the new answers "
             "(fabric canary --record --branch canary/{{ $labels.deployment }}) and merge them after review",
         ),
-        _alert(
+        alert_rule(
             "FabricCanaryFailing",
             "fabric_canary_replica_pass == 0",
             "5m",
@@ -85,7 +76,7 @@ def rule_groups() -> list[dict[str, Any]]:
             f"replica {on_replica} fails its canary prompts and is out of the gateway's rotation",
             "GET http://fabric-canary:9400/replicas/{{ $labels.deployment }}/{{ $labels.replica }} names the prompt",
         ),
-        _alert(
+        alert_rule(
             "FabricCanarySlow",
             f"max by (site, deployment, replica, node) (fabric_canary_latency_seconds) > {LATENCY_THRESHOLD_S}",
             "15m",

@@ -94,7 +94,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
     """One alert per failure the fleet must page on; each says what to look at next."""
     drop = options.prefix_hit_drop_ratio
     return [
-        _alert(
+        alert_rule(
             "FabricEngineDown",
             'up{deployment!=""} == 0',
             "5m",
@@ -102,7 +102,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             "engine replica {{ $labels.deployment }}/{{ $labels.replica }} on {{ $labels.node }} is not scraped",
             "kubectl describe pod -l fabric.llm/replica={{ $labels.replica }}; a GPU fault shows as Xid errors",
         ),
-        _alert(
+        alert_rule(
             "FabricQueueDepthHigh",
             f"fabric:requests_waiting:sum > {options.queue_depth_threshold}",
             "10m",
@@ -110,7 +110,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             "{{ $labels.deployment }} has {{ $value }} requests waiting",
             "add replicas (raise the target in deployments/) or move traffic; the plan shows free GPUs",
         ),
-        _alert(
+        alert_rule(
             "FabricKVCacheNearlyFull",
             f"fabric:kv_cache_usage:max > {options.kv_cache_threshold}",
             "10m",
@@ -118,7 +118,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             "KV cache of {{ $labels.deployment }}/{{ $labels.replica }} is {{ $value | humanizePercentage }} full",
             "requests will be preempted and re-prefilled; lower max_model_len or add replicas",
         ),
-        _alert(
+        alert_rule(
             "FabricPrefixCacheHitRateDrop",
             f"fabric:prefix_cache_hit_ratio:rate30m < {drop} * fabric:prefix_cache_hit_ratio:rate6h",
             "30m",
@@ -126,7 +126,7 @@ def alert_rules(options: StackOptions) -> list[dict[str, Any]]:
             "prefix-cache hit rate of {{ $labels.deployment }} fell to {{ $value | humanizePercentage }}",
             "cached input is the cost lever (seed 004): look for a changed system prompt or routing",
         ),
-        _alert(
+        alert_rule(
             "FabricPreemptions",
             "fabric:preemptions:increase10m > 0",
             "15m",
@@ -145,7 +145,9 @@ XID_ALERTS: dict[XidKind, tuple[str, str, str]] = {
     "node-fatal": (
         "FabricGpuXidNodeFatal",
         "critical",
-        "take the node out: ansible-playbook playbooks/drain.yml -e fabric_drain_node={{ $labels.node }}",
+        # the reviewed change first (a cordon on a branch, the re-plan); the drain once it is merged
+        "take the node out through a reviewed change: fabric nodes remediate -C SITE --node {{ $labels.node }} "
+        "--xid {{ $value }} (docs/deploy.md), then drain it: playbooks/drain.yml",
     ),
     "replica-fatal": (
         "FabricGpuXidReplicaFatal",
@@ -167,10 +169,10 @@ def xid_alerts(table: XidTable) -> list[dict[str, Any]]:
     rules = []
     for kind, (name, severity, action) in XID_ALERTS.items():
         expr = " or ".join(f"{XID} == {x}" for x in table.of_kind(kind))
-        rules.append(_alert(name, expr, "0m", severity, f"{_ON_GPU} reported {kind} Xid {{{{ $value }}}}", action))
+        rules.append(alert_rule(name, expr, "0m", severity, f"{_ON_GPU} reported {kind} Xid {{{{ $value }}}}", action))
     unlisted = "".join(f" != {x}" for x in sorted(x.xid for x in table.xids))
     rules.append(
-        _alert(
+        alert_rule(
             XID_UNCLASSIFIED,
             f"{XID} > 0{unlisted}",
             "0m",
@@ -182,7 +184,8 @@ def xid_alerts(table: XidTable) -> list[dict[str, Any]]:
     return rules
 
 
-def _alert(name: str, expr: str, for_: str, severity: str, summary: str, action: str) -> dict[str, Any]:
+def alert_rule(name: str, expr: str, for_: str, severity: str, summary: str, action: str) -> dict[str, Any]:
+    """One Prometheus alerting rule in the fabric's shape (its other rule groups use it too: canary)."""
     return {
         "alert": name,
         "expr": expr,
