@@ -100,3 +100,26 @@ def test_an_endpoint_that_is_no_replica_of_the_plan_is_a_usage_error(
     assert "qwen3-5/0" in err
     assert main(["check", "live", "-C", str(repo), "--plan", str(plan_file)]) == 2
     assert "no engine to ask: pass --endpoint DEPLOYMENT/INDEX=URL" in capsys.readouterr().err
+
+
+def test_the_canary_on_the_sglang_path_passes_the_planned_replica_and_fails_the_drifted_one(
+    sglang_plan: tuple[Path, Path],
+    standins: dict[str, SglangStandin],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same canary as for vLLM: its prompts through SGLang's OpenAI API, the configuration from
+    `/get_server_info` (the stand-in answers tokens of its own, so only the count prompt is asked)."""
+    repo, plan_file = sglang_plan
+    canary = ["canary", "-C", str(repo), "--plan", str(plan_file), "--prompt", "count", "--json"]
+    capsys.readouterr()
+    assert main([*canary, "--endpoint", f"{DEPLOYMENT}/0={standins['planned'].base_url}"]) == 0
+    planned = json.loads(capsys.readouterr().out)["replicas"][0]
+    assert planned["state"] == "pass"
+    assert [(a["prompt"], a["completion_tokens"]) for a in planned["answers"]] == [("count", 32)]
+
+    assert main([*canary, "--endpoint", f"{DEPLOYMENT}/0={standins['drifted'].base_url}"]) == 3
+    captured = capsys.readouterr()
+    drifted = json.loads(captured.out)["replicas"][0]
+    assert drifted["state"] == "fail"
+    assert drifted["failures"] == ["configuration: max_model_len planned 32768, engine reports 16384"]
+    assert f"1 replica(s) fail the canary: {DEPLOYMENT}/0 (configuration: max_model_len" in captured.err
