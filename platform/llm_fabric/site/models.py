@@ -11,7 +11,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from llm_fabric import __version__
@@ -88,6 +88,21 @@ class Cluster(FabricModel):
     gpu_operator_namespace: Name = Field(
         "gpu-operator", description="namespace of the GPU Operator, whose dcgm-exporter Service is scraped"
     )
+    prometheus_url: str | None = Field(
+        None,
+        description="the site's Prometheus HTTP API as the cluster reaches it: the canary prober reads firing "
+        "node-fatal Xid alerts and cordoned nodes there (none: it takes replicas out for canary failures only)",
+    )
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"`{value}` is not an http(s) URL: write the Prometheus HTTP API's address as the cluster "
+                "reaches it, e.g. http://prometheus-operated.monitoring.svc.cluster.local:9090"
+            )
+        return value
 
 
 class SiteSpec(FabricModel):

@@ -136,6 +136,8 @@ def build_canary(site: TrustedSite, plan: Plan, site_id: str, namespace: str) ->
         url = f"http://{direct_service_name(r.deployment, r.index)}.{namespace}.svc.cluster.local:80"
         args += ["--endpoint", f"{r.deployment}/{r.index}={url}"]
     args += ["--timeout", str(TIMEOUT_S), "--serve", f"0.0.0.0:{PORT}", "--every", str(EVERY_S)]
+    if (prometheus := site.config.sites[site_id].cluster.prometheus_url) is not None:
+        args += ["--prometheus", prometheus]  # node-fatal Xid alerts and cordoned nodes take replicas out too
     # a new plan or reference restarts the prober (the ConfigMap is read at start)
     digest = hashlib.sha256("".join(f"{k}\n{v}" for k, v in sorted(data.items())).encode()).hexdigest()[:16]
     probe = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10}
