@@ -29,6 +29,7 @@ from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.gateway.budgets import budget_share, store_settings, tenant_budget
 from llm_fabric.gateway.fair_shares import with_fair_shares
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
+from llm_fabric.gateway.runtime.inference import MODEL_HEADER
 from llm_fabric.gateway.runtime.settings import (
     LITELLM_CONFIG_FILE,
     SETTINGS_FILE,
@@ -48,7 +49,6 @@ HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
 # With routing `inference-extension` the gateway's own site is reached through the inference Gateway, whose
 # HTTPRoutes match this header (GIE's body-based router would set it; LiteLLM sets it, so none is needed)
-MODEL_HEADER = "X-Gateway-Model-Name"
 
 
 @dataclass
@@ -429,9 +429,11 @@ def build_gateway(
                         "timeout": timeout,
                         "max_parallel_requests": slots,
                     }
+                    info: dict[str, Any] = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name}
                     if inference:
                         params["extra_headers"] = {MODEL_HEADER: name}
-                    info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name}
+                        # the hooks add the tenant (fairness id) and its band's objective per request
+                        info["fabric_inference"] = True
                 else:
                     # the other site's gateway, asked for the same group: it serves the request from its own replicas
                     params = {
