@@ -5,12 +5,12 @@ with two admissions standing in for two gateway pods."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.fixtures.own_loop import run
 from tests.fixtures.redis_server import redis_server
 
 from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket
@@ -63,9 +63,7 @@ def test_a_flood_does_not_take_the_steady_tenants_share(
     shares = {"steady": capacity * steady_weight / total, "flood": capacity * flood_weight / total}
     dep = DeploymentAccess(capacity=capacity, fair_shares=shares)
     demand = max(round(capacity * demand_part), 1)
-    held = asyncio.run(
-        _flood_and_steady([Admission(RETRY_S)], dep, demand=demand, duration=duration, ticks=12 * duration + 10)
-    )
+    held = run(_flood_and_steady([Admission(RETRY_S)], dep, demand=demand, duration=duration, ticks=12 * duration + 10))
     settled = held[2 * duration + 2 :]
     # what steady asks for, up to its allocation, it holds (one slot less at worst, at the tick a slot
     # frees before the flood arrives)
@@ -79,14 +77,14 @@ def test_the_refusal_names_the_share_and_an_idle_share_is_lent() -> None:
     gate = Admission(RETRY_S)
 
     def admit(tenant: str, now: float) -> Ticket | Refusal:
-        return asyncio.run(gate.admit(tenant, OPEN, "d", dep, input_tokens=1, now=now, call_id=f"c{next(_ids)}"))
+        return run(gate.admit(tenant, OPEN, "d", dep, input_tokens=1, now=now, call_id=f"c{next(_ids)}"))
 
     flood = [admit("flood", 0.0) for _ in range(4)]
     assert all(isinstance(t, Ticket) for t in flood)  # steady is idle: its share is lent
     assert isinstance(admit("steady", 0.0), Refusal)  # full; steady now waits for a slot
     last = flood[3]
     assert isinstance(last, Ticket)
-    asyncio.run(gate.release(last, None))
+    run(gate.release(last, None))
     refused = admit("flood", 1.0)
     assert isinstance(refused, Refusal) and refused.kind == "capacity" and refused.status == 429
     assert refused.reason == (
@@ -97,14 +95,14 @@ def test_the_refusal_names_the_share_and_an_idle_share_is_lent() -> None:
     # once steady no longer asks (its mark lapsed after 2 x Retry-After + 1 s), the flood borrows again
     first = flood[0]
     assert isinstance(first, Ticket)
-    asyncio.run(gate.release(first, None))
+    run(gate.release(first, None))
     assert isinstance(admit("flood", 1.0 + 2 * RETRY_S + 1.5), Ticket)
 
 
 def test_fair_shares_hold_across_two_pods_on_a_real_redis(tmp_path: Path) -> None:
     with redis_server(tmp_path / "redis") as server:
 
-        async def run() -> list[int]:
+        async def two_pods() -> list[int]:
             stores: list[Counters] = [
                 RedisCounters(server.url(), "fair:", timeout_s=1.0),
                 RedisCounters(server.url(), "fair:", timeout_s=1.0),
@@ -118,6 +116,6 @@ def test_fair_shares_hold_across_two_pods_on_a_real_redis(tmp_path: Path) -> Non
                     assert isinstance(s, RedisCounters)
                     await s.close()
 
-        held = asyncio.run(run())
+        held = run(two_pods())
     # steady asks for 4 of 6 slots; its share is 2: the flood, through either pod, never holds it below
     assert min(held[4:]) >= 2, held
