@@ -149,6 +149,8 @@ def test_inference_extension_routing_adds_pools_pickers_and_routes(
         }
         assert route["matches"][0]["headers"] == [{"name": "X-Gateway-Model-Name", "value": deployment}]
         assert config["featureGates"] == ["flowControl"]  # the fairness id and the objectives' priorities count
+        fairness = config["flowControl"]["defaultPriorityBand"]["fairnessPolicyRef"]
+        assert fairness == "round-robin-fairness-policy" and fairness in declared  # per tenant, not first come
     # the allocation bands as InferenceObjectives (checked against GIE v1.5.0's CRD by --check --crds):
     # qwen3-5-122b is ceitec-structural's, lent beyond its reserve; qwen3-5 a pool deployment
     objectives = {

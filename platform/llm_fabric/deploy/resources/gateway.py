@@ -309,9 +309,9 @@ def epp_config() -> str:
 
     Scorers: queue depth and KV-cache use (weight 2 each), prefix-cache locality (3), then the replica
     with the highest score. The metrics extractor reads each pod's engine from `app.kubernetes.io/name`
-    (vllm or sglang, as serving labels it), so one pool may mix engines. Flow control (its feature gate,
-    with its defaults) queues a saturated pool's requests by their InferenceObjective's priority and
-    shares each priority fairly among the fairness ids (the tenants) the gateway sends.
+    (vllm or sglang, as serving labels it), so one pool may mix engines. Flow control (its feature gate)
+    queues a saturated pool's requests by their InferenceObjective's priority and takes each priority's
+    flows, the fairness ids (the tenants) the gateway sends, in turn (`round-robin-fairness-policy`).
     """
     config = {
         "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
@@ -327,7 +327,10 @@ def epp_config() -> str:
                 "type": "core-metrics-extractor",
                 "parameters": {"engineLabelKey": "app.kubernetes.io/name", "defaultEngine": "vllm"},
             },
+            # the default (global-strict) serves flows first come, first served: round robin is per tenant
+            {"type": "round-robin-fairness-policy"},
         ],
+        "flowControl": {"defaultPriorityBand": {"fairnessPolicyRef": "round-robin-fairness-policy"}},
         "schedulingProfiles": [
             {
                 "name": "default",
