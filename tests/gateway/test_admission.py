@@ -3,9 +3,10 @@ owner's reserve. The same rules over Redis, across two real proxies, are in test
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from typing import Any
+
+from tests.fixtures.own_loop import run
 
 from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, Usage, retry_headers
 from llm_fabric.gateway.runtime.settings import DeploymentAccess, TenantAccess
@@ -24,11 +25,11 @@ class _Gate:
         self.admission = Admission(capacity_retry_s)
 
     def admit(self, *args: Any, **kwargs: Any) -> Ticket | Refusal:
-        return asyncio.run(self.admission.admit(*args, **kwargs, call_id=f"c{next(_ids)}"))
+        return run(self.admission.admit(*args, **kwargs, call_id=f"c{next(_ids)}"))
 
     def release(self, ticket: Ticket, *, input_tokens: int | None, output_tokens: int) -> None:
         used = Usage(input_tokens, 0, output_tokens) if input_tokens is not None else None
-        asyncio.run(self.admission.release(ticket, used))
+        run(self.admission.release(ticket, used))
 
 
 def test_requests_per_minute_and_when_to_come_back() -> None:
@@ -117,14 +118,14 @@ def test_a_price_budget_is_spent_at_the_price_ledgers_prices() -> None:
     ticket = gate.admit("a", access, "d", dep, input_tokens=1, now=now)
     assert isinstance(ticket, Ticket)
     used = Usage(input_tokens=3_000_000, cached_input_tokens=1_000_000, output_tokens=200_000)
-    asyncio.run(gate.admission.release(ticket, used, rates))
+    run(gate.admission.release(ticket, used, rates))
     # what the ledger books for the same tokens: 2,000,000 x 0.26 + 1,000,000 x 0.052 + 200,000 x 1.56, per million
     tokens = Tokens(input=3_000_000, cached_input=1_000_000, output=200_000)
     booked = price_tokens(tokens, TokenPrices(**rates.model_dump()))
     assert booked == Decimal("0.884")
     second = gate.admit("a", access, "d", dep, input_tokens=1, now=now + 1)
     assert isinstance(second, Ticket)  # 0.884 of 1.00 spent
-    asyncio.run(gate.admission.release(second, used, rates))
+    run(gate.admission.release(second, used, rates))
     refused = gate.admit("a", access, "d", dep, input_tokens=1, now=now + 2)
     assert isinstance(refused, Refusal) and refused.kind == "budget"
     assert "spent its monthly budget (1.77 of its 1.00 USD in 2026-12)" in refused.reason

@@ -103,6 +103,20 @@ def test_capacity_from_the_plan_with_the_owners_reserve(generated) -> None:  # t
     assert per_site == [4, 4]  # 8 sessions over two replicas, one per site
 
 
+def test_fair_shares_from_the_allocation_bands(generated) -> None:  # type: ignore[no-untyped-def]
+    _, settings, _ = generated
+    # the owner of a deployment all its own that it lends keeps its reserve; the rest is lent, split equally
+    dedicated = settings.deployments["qwen3-5-122b"]
+    allowed = sorted(t for t, a in settings.tenants.items() if "qwen3-5-122b" in a.groups)
+    assert dedicated.lent and sorted(dedicated.fair_shares) == allowed and len(allowed) > 2
+    others = [v for t, v in dedicated.fair_shares.items() if t != "ceitec-structural"]
+    assert dedicated.fair_shares["ceitec-structural"] == 1.0
+    assert others == [3.0 / len(others)] * len(others)
+    # a pool deployment: equal shares of the whole capacity
+    shared = settings.deployments["qwen3-5"]
+    assert not shared.lent and set(shared.fair_shares.values()) == {8 / len(shared.fair_shares)}
+
+
 def test_hooks_and_no_database_in_the_litellm_config(generated) -> None:  # type: ignore[no-untyped-def]
     config, _, _ = generated
     assert config["general_settings"]["custom_auth"] == "llm_fabric.gateway.runtime.hooks.user_api_key_auth"

@@ -357,14 +357,16 @@ def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
     gateway: Gateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With `routing: inference-extension`, the gateway's own site is the inference Gateway (a recording backend
-    stands in for it here): the real proxy names the deployment in the header the HTTPRoutes match; a relay to
-    the other site's gateway (vienna's, when brno's engine fails) carries no such header."""
+        stands in for it here): the real proxy names the deployment in the header the HTTPRoutes match; a relay to
+        the other site's gateway (vienna's, when brno's engine fails) carries no such header. Each request
+    names its tenant as the fairness id and its band's InferenceObjective (flow control's headers)."""
     import shutil
 
     from tests.fixtures.gateway_site import edit_yaml
 
-    from llm_fabric.gateway.config import MODEL_HEADER, build_gateway
+    from llm_fabric.gateway.config import build_gateway
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
+    from llm_fabric.gateway.runtime.inference import FAIRNESS_HEADER, MODEL_HEADER, OBJECTIVE_HEADER
     from llm_fabric.plan.document import load_plan
     from llm_fabric.site.loader import load_site
 
@@ -400,9 +402,13 @@ def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
     assert all(
         r["body"] and r.get("headers", {}).get(MODEL_HEADER.lower()) == "qwen3-5" for r in at_brno if r["status"] == 200
     )
+    # flow control's fairness id is the tenant, and the objective its band's (qwen3-5 is a pool deployment)
+    fairness = sorted({(r["headers"][FAIRNESS_HEADER], r["headers"][OBJECTIVE_HEADER]) for r in at_brno})
+    assert fairness == [(t, "qwen3-5-pool") for t in sorted(TWO)]
     at_vienna = [r for r in vienna.served() if "gie-relay" in r["text"]]
     assert relayed[0] == 503 and len(at_vienna) == 1  # the stand-in fails on `fail` too; it was asked once
     assert MODEL_HEADER.lower() not in at_vienna[0]["headers"]
+    assert FAIRNESS_HEADER not in at_vienna[0]["headers"]  # the other site's gateway sends its own
     # a relay names the tenant, the class and the entry site, with the federation's peer key
     assert at_vienna[0]["headers"]["x-fabric-tenant"] == "muni-researchers"
     assert at_vienna[0]["headers"]["x-fabric-data-class"] == "internal"

@@ -148,6 +148,22 @@ def test_inference_extension_routing_adds_pools_pickers_and_routes(
             "name": deployment,
         }
         assert route["matches"][0]["headers"] == [{"name": "X-Gateway-Model-Name", "value": deployment}]
+        assert config["featureGates"] == ["flowControl"]  # the fairness id and the objectives' priorities count
+        fairness = config["flowControl"]["defaultPriorityBand"]["fairnessPolicyRef"]
+        assert fairness == "round-robin-fairness-policy" and fairness in declared  # per tenant, not first come
+    # the allocation bands as InferenceObjectives (checked against GIE v1.5.0's CRD by --check --crds):
+    # qwen3-5-122b is ceitec-structural's, lent beyond its reserve; qwen3-5 a pool deployment
+    objectives = {
+        n.removeprefix("inferenceobjective-").removesuffix(".yaml"): o["spec"]
+        for n, o in objects.items()
+        if n.startswith("inferenceobjective-")
+    }
+    pool_ref = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}
+    assert objectives == {
+        "qwen3-5-pool": {"poolRef": pool_ref | {"name": "qwen3-5"}, "priority": 0},
+        "qwen3-5-122b-owner": {"poolRef": pool_ref | {"name": "qwen3-5-122b"}, "priority": 10},
+        "qwen3-5-122b-lent": {"poolRef": pool_ref | {"name": "qwen3-5-122b"}, "priority": 0},
+    }
     # the tenant gateway sends brno's requests to the inference Gateway, naming the deployment in that header
     config = yaml.safe_load(objects["configmap-fabric-gateway.yaml"]["data"]["litellm-config.yaml"])  # type: ignore[index]
     for entry in config["model_list"]:

@@ -27,7 +27,9 @@ from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 from llm_fabric.gateway.budgets import budget_share, store_settings, tenant_budget
+from llm_fabric.gateway.fair_shares import with_fair_shares
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
+from llm_fabric.gateway.runtime.inference import MODEL_HEADER
 from llm_fabric.gateway.runtime.settings import (
     LITELLM_CONFIG_FILE,
     SETTINGS_FILE,
@@ -47,7 +49,6 @@ HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
 ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
 # With routing `inference-extension` the gateway's own site is reached through the inference Gateway, whose
 # HTTPRoutes match this header (GIE's body-based router would set it; LiteLLM sets it, so none is needed)
-MODEL_HEADER = "X-Gateway-Model-Name"
 
 
 @dataclass
@@ -125,9 +126,15 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
         capacity = min(capacity, ceiling)
     owner, owned, lend = _owner(site, name, dep.dedicated_for)
     reserved = 0
+    allocation: dict[str, float] = {}
+    lent = False
     if owner is not None:
         share = capacity if owned < 0 else capacity * min(owned, len(replicas)) / max(len(replicas), 1)
         reserved = math.ceil(share * (gw.owner_reserve if lend else 1.0))
+        # the owner's allocation: its dedicated replicas' slots, or of a deployment all its own that it
+        # lends, the reserve it keeps (the rest is lent: `with_fair_shares` splits it among the others)
+        lent = lend and (owned < 0 or owned >= len(replicas))
+        allocation[owner] = float(min(reserved, capacity) if lent else share)
     recipe = get_recipe(dep.recipe)
     engine = replicas[0].engine if replicas else DEFAULT_ENGINE
     chosen = backend(engine)
@@ -142,6 +149,8 @@ def _deployment_access(site: SiteRepo, plan: Plan, name: str, gw: GatewayConfig)
         capacity=capacity,
         owner=owner,
         owner_reserved=min(reserved, capacity),
+        fair_shares=allocation,
+        lent=lent,
         engine=engine,
         priority_scheduling=priority,
         owner_fields=fields(True),
@@ -420,9 +429,11 @@ def build_gateway(
                         "timeout": timeout,
                         "max_parallel_requests": slots,
                     }
+                    info: dict[str, Any] = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name}
                     if inference:
                         params["extra_headers"] = {MODEL_HEADER: name}
-                    info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name}
+                        # the hooks add the tenant (fairness id) and its band's objective per request
+                        info["fabric_inference"] = True
                 else:
                     # the other site's gateway, asked for the same group: it serves the request from its own replicas
                     params = {
@@ -460,6 +471,7 @@ def build_gateway(
         if not tenant.keys:
             notes.append(f"tenant `{tname}` has no key: `fabric tenants key issue {tname} -C {site.root}`")
 
+    deployments = with_fair_shares(deployments, tenants)
     settings = HookSettings(
         federation=site.config.federation.name,
         retry_after_s=gw.retry_after_s,

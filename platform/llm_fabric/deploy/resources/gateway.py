@@ -24,10 +24,12 @@ from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.resources.canary import PORT as PROBER_PORT
 from llm_fabric.deploy.resources.canary import PROBER_LABELS, prober_url
+from llm_fabric.deploy.resources.inference_objectives import inference_objectives
 from llm_fabric.deploy.resources.serving import ENGINE_LABELS
 from llm_fabric.engine.command import ENGINE_PORT
-from llm_fabric.gateway.config import MODEL_HEADER, GatewayFiles, build_gateway, gateway_texts
+from llm_fabric.gateway.config import GatewayFiles, build_gateway, gateway_texts
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
+from llm_fabric.gateway.runtime.inference import MODEL_HEADER
 from llm_fabric.gateway.runtime.rotation import CANARY_URL_ENV
 from llm_fabric.gateway.runtime.settings import (
     KEYS_ENV,
@@ -74,7 +76,10 @@ def build_gateway_bundles(site: TrustedSite, plan: Plan, site_id: str, namespace
     bundles = [Bundle("gateway", NAME, _gateway_objects(site, site_id, namespace, gw, files))]
     if gw.routing == "inference-extension":
         for deployment in sorted({r.deployment for r in plan.replicas if r.site == site_id}):
-            bundles.append(Bundle("inference-pool", deployment, _inference_objects(deployment, namespace)))
+            objects = _inference_objects(deployment, namespace)
+            if (dep := files.settings.deployments.get(deployment)) is not None:
+                objects += inference_objectives(deployment, namespace, dep)
+            bundles.append(Bundle("inference-pool", deployment, objects))
     return bundles
 
 
@@ -304,11 +309,14 @@ def epp_config() -> str:
 
     Scorers: queue depth and KV-cache use (weight 2 each), prefix-cache locality (3), then the replica
     with the highest score. The metrics extractor reads each pod's engine from `app.kubernetes.io/name`
-    (vllm or sglang, as serving labels it), so one pool may mix engines.
+    (vllm or sglang, as serving labels it), so one pool may mix engines. Flow control (its feature gate)
+    queues a saturated pool's requests by their InferenceObjective's priority and takes each priority's
+    flows, the fairness ids (the tenants) the gateway sends, in turn (`round-robin-fairness-policy`).
     """
     config = {
         "apiVersion": "inference.networking.x-k8s.io/v1alpha1",
         "kind": "EndpointPickerConfig",
+        "featureGates": ["flowControl"],
         "plugins": [
             {"type": "queue-scorer"},
             {"type": "kv-cache-utilization-scorer"},
@@ -319,7 +327,10 @@ def epp_config() -> str:
                 "type": "core-metrics-extractor",
                 "parameters": {"engineLabelKey": "app.kubernetes.io/name", "defaultEngine": "vllm"},
             },
+            # the default (global-strict) serves flows first come, first served: round robin is per tenant
+            {"type": "round-robin-fairness-policy"},
         ],
+        "flowControl": {"defaultPriorityBand": {"fairnessPolicyRef": "round-robin-fairness-policy"}},
         "schedulingProfiles": [
             {
                 "name": "default",

@@ -11,6 +11,14 @@ meter records of each answered request; once spent, the tenant is refused with a
 until the UTC month rolls over (Retry-After: the seconds until then). Requests admitted before the
 budget ran out finish: the overshoot is at most what was in flight.
 
+When a deployment is saturated its slots are shared fairly: each tenant holds a fair share of the
+capacity, in proportion to its allocation (`DeploymentAccess.fair_shares`: the owner's dedicated share,
+the rest split among the others), among the tenants active there (requests in flight, or one sent within
+2 x Retry-After + 1 s: `asking`); an idle tenant's share is lent to the active ones. A tenant over its
+share takes a free slot only while the free slots are more than what the asking tenants below theirs
+still miss, so a flood fills what nobody else asks for and no more.
+Counted first, checked after, like every limit: it holds across pods through the same store.
+
 When the shared store does not answer, a restricted tenant (`fail_closed`) is refused (503: no limit
 or budget could be checked); any other tenant is admitted on the pod's own counters, its budget
 checked against the month-to-date the store last showed plus what this pod counted since.
@@ -97,20 +105,38 @@ class Admission:
     local: MemoryCounters = field(default_factory=MemoryCounters)
     _last_month: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def _arrival(self, call_id: str, tenant: str, deployment: str, owner: bool, tokens: int, now: float) -> Arrival:
+    def _arrival(
+        self,
+        call_id: str,
+        tenant: str,
+        deployment: str,
+        owner: bool,
+        tokens: int,
+        now: float,
+        fair_shares: dict[str, float],
+    ) -> Arrival:
         month, _ = month_of(now)
         joins = [f"tenant:{tenant}:in-flight", f"deployment:{deployment}:in-flight"]
         if owner:
             joins.append(f"deployment:{deployment}:owner")
+        peeks = [] if owner else [f"deployment:{deployment}:owner"]
+        marks: tuple[tuple[str, float], ...] = ()
+        if fair_shares:
+            joins.append(_held_by(deployment, tenant))
+            # asking for its share a while after each arrival: a client refused comes back after Retry-After
+            marks = ((_asking(deployment, tenant), now + 2 * self.capacity_retry_s + 1),)
+            for other in sorted(set(fair_shares) - {tenant}):
+                peeks += [_held_by(deployment, other), _asking(deployment, other)]
         return Arrival(
             call_id=call_id,
             joins=tuple(joins),
-            peeks=() if owner else (f"deployment:{deployment}:owner",),
+            peeks=tuple(peeks),
             stale_at=now + self.stale_after_s,
             minute=f"tenant:{tenant}:minute",
             second=math.floor(now),
             input_tokens=tokens,
             month=f"tenant:{tenant}:month:{month}",
+            marks=marks,
         )
 
     async def admit(
@@ -125,7 +151,7 @@ class Admission:
         call_id: str,
     ) -> Ticket | Refusal:
         owner = dep.owner == tenant
-        arrival = self._arrival(call_id, tenant, deployment, owner, input_tokens, now)
+        arrival = self._arrival(call_id, tenant, deployment, owner, input_tokens, now, dep.fair_shares)
         store: Counters = self.store
         try:
             seen = await store.arrive(arrival, now)
@@ -207,7 +233,36 @@ class Admission:
                 self.capacity_retry_s,
                 "capacity",
             )
-        return None
+        return self._fair_share(tenant, deployment, dep, seen, busy)
+
+    def _fair_share(self, tenant: str, deployment: str, dep: DeploymentAccess, seen: Seen, busy: int) -> Refusal | None:
+        """Refused when the tenant holds more than its fair share and the free slots are owed to asking tenants."""
+        if not dep.fair_shares:
+            return None
+        held = {t: seen.in_flight.get(_held_by(deployment, t), 0) for t in dep.fair_shares}
+        held[tenant] = seen.in_flight[_held_by(deployment, tenant)]
+        asking = {t for t in dep.fair_shares if t != tenant and seen.in_flight.get(_asking(deployment, t), 0)}
+        active = {tenant} | asking | {t for t, n in held.items() if n > 0}
+        weight = sum(dep.fair_shares.get(t, 0.0) for t in active)
+
+        def share(t: str) -> float:
+            if weight <= 0:
+                return dep.capacity / len(active)
+            return dep.capacity * dep.fair_shares.get(t, 0.0) / weight
+
+        mine = share(tenant)
+        if held[tenant] <= mine:
+            return None
+        owed = sum(max(share(t) - held[t], 0.0) for t in asking)
+        if dep.capacity - busy >= owed:
+            return None
+        return Refusal(
+            f"deployment `{deployment}` is full: tenant `{tenant}` holds {held[tenant] - 1} of its fair share "
+            f"{_slots(mine)} (of {dep.capacity} requests at once); the free slots are held for the tenants "
+            "below their share",
+            self.capacity_retry_s,
+            "capacity",
+        )
 
     def _budget(self, tenant: str, access: TenantAccess, seen: Seen, now: float) -> Refusal | None:
         month, following = month_of(now)
@@ -258,6 +313,18 @@ class Admission:
         except StoreDown:
             # the store lost this request's use; the meter's record keeps it for the ledger
             await self.local.depart(ticket.arrival, departure)
+
+
+def _held_by(deployment: str, tenant: str) -> str:
+    return f"deployment:{deployment}:tenant:{tenant}:in-flight"
+
+
+def _asking(deployment: str, tenant: str) -> str:
+    return f"deployment:{deployment}:tenant:{tenant}:asking"
+
+
+def _slots(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
 
 
 def retry_headers(seconds: float) -> dict[str, str]:

@@ -12,12 +12,15 @@ Keys (prefix: the federation): `tenant:T:in-flight`, `deployment:D:in-flight`, `
 (sorted sets of call ids, scored by when a lost request leaves them on its own), `tenant:T:minute` (a
 hash of per-second fields `S:r` requests, `S:i` input tokens, `S:o` output tokens, by arrival second),
 `tenant:T:month:YYYY-MM` (a hash: `tokens`, `nano`, the price in 10^-9 of the currency), which expires
-a month after its month ends.
+a month after its month ends; for the fair shares, `deployment:D:tenant:T:in-flight` (a sorted set as
+above) and `deployment:D:tenant:T:asking` (one member, scored by when the tenant's last arrival there stops
+counting: until then the tenant is asking for its share).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -47,6 +50,7 @@ class Arrival:
     second: int  # the arrival second
     input_tokens: int  # estimated at arrival, corrected at departure
     month: str  # the tenant's month hash
+    marks: tuple[tuple[str, float], ...] = ()  # sets of one member that the arrival sets: (name, until when)
 
 
 @dataclass
@@ -94,6 +98,8 @@ class MemoryCounters:
 
     async def arrive(self, a: Arrival, now: float) -> Seen:
         counts = {}
+        for name, until in a.marks:
+            self.sets[name] = {"asking": until}
         for name in (*a.joins, *a.peeks):
             members = self.sets.setdefault(name, {})
             for gone in [m for m, stale in members.items() if stale <= now]:
@@ -155,6 +161,10 @@ class RedisCounters:
     async def arrive(self, a: Arrival, now: float) -> Seen:
         pipe = self._client.pipeline(transaction=True)
         names = (*a.joins, *a.peeks)
+        for name, until in a.marks:
+            pipe.zadd(self.key(name), {"asking": until})
+            pipe.expire(self.key(name), max(math.ceil(until - now), 0) + 1)  # the hooks' clock may be shifted
+        at = 2 * len(a.marks)
         for name in names:
             pipe.zremrangebyscore(self.key(name), "-inf", now)
             if name in a.joins:
@@ -167,7 +177,7 @@ class RedisCounters:
         pipe.hgetall(minute)
         pipe.hmget(self.key(a.month), "tokens", "nano")
         replies = await self._run(pipe)
-        counts, at = {}, 0
+        counts = {}
         for name in names:
             at += 2 if name in a.joins else 1
             counts[name] = int(str(replies[at]))

@@ -38,6 +38,7 @@ from llm_fabric.gateway.runtime.frontdoor import (
     relay_headers,
     unavailable_message,
 )
+from llm_fabric.gateway.runtime.inference import picker_headers
 from llm_fabric.gateway.runtime.meter import Meter
 from llm_fabric.gateway.runtime.policy import DATA_CLASS_HEADER, Denial, apply_route, route, strip_engine_fields
 from llm_fabric.gateway.runtime.rotation import rotation
@@ -301,6 +302,12 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         info = (kwargs.get("litellm_params") or {}).get("model_info") or kwargs.get("model_info") or {}
         if isinstance(info, dict) and info.get("fabric_external"):
             strip_engine_fields(kwargs)
+        if isinstance(info, dict) and info.get("fabric_inference"):
+            opened = self._open.get(str(kwargs.get("litellm_call_id", "")))
+            dep = state().settings.deployments.get(str(info.get("fabric_deployment")))
+            if opened is not None and dep is not None:
+                picked = picker_headers(opened.tenant, str(info["fabric_deployment"]), dep)
+                kwargs["extra_headers"] = {**(kwargs.get("extra_headers") or {}), **picked}
         if isinstance(info, dict) and info.get("fabric_relay"):
             opened = self._open.get(str(kwargs.get("litellm_call_id", "")))
             if opened is not None and opened.data_class is not None:

@@ -61,6 +61,12 @@ class DeploymentAccess(FabricModel):
     capacity: int = Field(ge=1, description="requests the gateway lets in at once (planned sessions, all replicas)")
     owner: str | None = Field(None, description="tenant whose dedicated replicas these are")
     owner_reserved: int = Field(0, ge=0, description="of `capacity`, slots only the owner may take")
+    fair_shares: dict[str, float] = Field(
+        default_factory=dict,
+        description="tenant -> its allocation of `capacity` (slots): the owner's dedicated share, the rest "
+        "split among the other tenants; a saturated deployment admits in proportion to these",
+    )
+    lent: bool = Field(False, description="every replica is the owner's: the others run on what it lends")
     engine: Literal["vllm", "sglang"] = "vllm"
     priority_scheduling: bool = Field(False, description="every replica runs its engine's priority scheduler")
     owner_fields: dict[str, Any] = Field(
