@@ -66,11 +66,16 @@ def test_the_settings_carry_budgets_prices_the_store_and_restriction(
     site_and_plan: tuple[Path, Path], tmp_path: Path
 ) -> None:
     repo, plan = site_and_plan
-    assert main(["gateway", "config", "-C", str(repo), "--plan", str(plan), "--out", str(tmp_path / "gw")]) == 0
+    gateway = ["gateway", "config", "-C", str(repo), "--plan", str(plan), "--site", "brno"]
+    assert main([*gateway, "--out", str(tmp_path / "gw")]) == 0
     settings = load_settings(tmp_path / "gw" / "fabric-gateway.json")
     clinic, muni, throttled = (settings.tenants[n] for n in ("fnusa-clinical", "muni-researchers", "throttled"))
-    assert clinic.tokens_per_month == 2_000_000_000  # the whole budget: brno is the only gateway site
-    assert str(muni.price_per_month) == "250.00" and settings.currency == "USD"
+    # the whole budget: brno is the only gateway a sensitive tenant's data may enter (a store per site)
+    assert clinic.tokens_per_month == 2_000_000_000
+    assert main([*gateway[:-1], "vienna", "--out", str(tmp_path / "gw-vienna")]) == 0
+    vienna = load_settings(tmp_path / "gw-vienna" / "fabric-gateway.json")
+    assert "fnusa-clinical" not in vienna.tenants or vienna.tenants["fnusa-clinical"].tokens_per_month in (0, None)
+    assert str(muni.price_per_month) == "125.00" and settings.currency == "USD"  # half: it may enter at both
     assert clinic.fail_closed and muni.fail_closed  # sensitive, internal: may not leave the federation
     assert not throttled.fail_closed  # public only
     assert str(settings.prices["qwen3-5"].output) == "1.56"  # ledger.yaml's reference prices
@@ -124,7 +129,12 @@ def test_a_key_with_an_expiry_is_listed_and_reaches_the_settings(
     listed = capsys.readouterr().out
     assert f"{key_id}  issued " in listed and "  expires 2031-06-30T00:00:00+00:00" in listed
     assert "  does not expire" in listed  # the key issue_keys gave it
-    assert main(["gateway", "config", "-C", str(copy), "--plan", str(plan), "--out", str(tmp_path / "gw")]) == 0
+    assert (
+        main(
+            ["gateway", "config", "-C", str(copy), "--plan", str(plan), "--site", "brno", "--out", str(tmp_path / "gw")]
+        )
+        == 0
+    )
     settings = load_settings(tmp_path / "gw" / "fabric-gateway.json")
     assert settings.tenants["throttled"].key_expiry[key_id].isoformat() == "2031-06-30T00:00:00+00:00"
 

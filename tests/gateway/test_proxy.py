@@ -292,6 +292,10 @@ def test_litellms_own_full_deployment_429_gets_a_retry_after(gateway: Gateway) -
     LiteLLM refuses the 5th at once, and the failure hook adds the Retry-After its 429 lacks."""
     import time
 
+    # the earlier tests' tenants count as asking for qwen3-5 for 2 x retry_after_s + 1 s (fair shares):
+    # once they lapse, the fabric's admission lets all six through and LiteLLM's own limit is what refuses
+    time.sleep(2 * 2 + 1)
+
     with ThreadPoolExecutor(max_workers=6) as pool:
         futures = [
             pool.submit(gateway.chat, "fnusa-clinical", "qwen3-5", f"sleep:2 full{i} tenant:fnusa-clinical")

@@ -294,7 +294,8 @@ def test_the_gateway_stops_sending_requests_to_a_replica_the_prober_takes_out(fl
 
         gateway_port = free_port()
         gateway_argv = [
-            fabric, "gateway", "run", "-C", str(fleet.repo), "--plan", str(fleet.plan), "--port", str(gateway_port),
+            fabric, "gateway", "run", "-C", str(fleet.repo), "--site", "brno", "--plan", str(fleet.plan),
+            "--port", str(gateway_port),
             "--records", str(tmp_path / "records"), "--run-dir", str(tmp_path / "gateway"),
             "--replica", f"{DEPLOYMENT}/0={fleet.url('same')}/v1", "--replica", f"{DEPLOYMENT}/1={fleet.silent.url}/v1",
         ]  # fmt: skip

@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             return _internal_error(debug)
         return _interrupted()  # a DuckDB query stopped by Ctrl-C; its transaction was rolled back
     except Exception:  # the one place an unexpected error is turned into exit 1
+        if _sigint.is_set():  # libraries wrap a KeyboardInterrupt too (pydantic-core: SchemaError)
+            return _interrupted()
         return _internal_error(debug)
     return int(result) if isinstance(result, int) else EXIT_OK
 

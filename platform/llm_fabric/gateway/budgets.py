@@ -33,15 +33,18 @@ def one_store(gw: GatewayConfig) -> bool:
     return gw.counters is not None and gw.counters.url is not None
 
 
-def budget_share(site: SiteRepo, site_id: str) -> float:
-    """The part of each tenant's monthly budget the gateway at `site_id` may admit."""
+def budget_share(site: SiteRepo, site_id: str, entry_sites: list[str]) -> float:
+    """The part of a tenant's monthly budget the gateway at `site_id` may admit.
+
+    `entry_sites`: the gateway sites where any of the tenant's data classes may enter. By default the
+    budget is split equally among those, not among every gateway site: a tenant whose data may enter
+    only at Brno gets its whole budget there, not a half it could never spend elsewhere."""
     gw = site.config.gateway or GatewayConfig()
     if one_store(gw):
         return 1.0
     if gw.budget_shares:
         return gw.budget_shares.get(site_id, 0.0)
-    sites = site.config.gateway_sites()
-    return 1.0 / len(sites) if site_id in sites else 0.0
+    return 1.0 / len(entry_sites) if site_id in entry_sites else 0.0
 
 
 def tenant_budget(site: SiteRepo, policies: PolicySet, tenant: Tenant, share: float) -> dict[str, Any]:

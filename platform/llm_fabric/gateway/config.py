@@ -451,8 +451,9 @@ def build_gateway(
                 model_list += own_entries or [{"model_name": model_name, "litellm_params": params, "model_info": info}]
 
     tenants: dict[str, TenantAccess] = {}
-    share = budget_share(site, site_id)
+    admits = {s: set(entry_classes(site, policies, s)) for s in site.config.gateway_sites()}
     for tname, tenant in sorted(site.tenants.items()):
+        share = budget_share(site, site_id, [s for s, classes in admits.items() if classes & set(tenant.data_classes)])
         allow: dict[str, dict[str, str]] = {}
         for group, spec in groups.items():
             if spec.data_class in tenant.data_classes and group == group_name(spec.deployment, spec.data_class):

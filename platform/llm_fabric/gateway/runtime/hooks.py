@@ -330,7 +330,10 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         status = _status_of(original_exception)
         call_id = str(request_data.get("litellm_call_id", ""))
         opened = self._open.pop(call_id, None)
-        unavailable = self._unavailable(opened, status) if opened is not None else None
+        # a refusal the hooks raised themselves (a ProxyException: the store down, a relay not relayed on)
+        # keeps its own body; only what the router met at the engines becomes the front door's 503
+        ours = isinstance(original_exception, ProxyException)
+        unavailable = self._unavailable(opened, status) if opened is not None and not ours else None
         if opened is not None:
             if opened.ticket is not None:
                 await st.admission.release(opened.ticket, None)
