@@ -56,7 +56,7 @@ class ClosedPipe(Exception):
     Raised instead of the BrokenPipeError, which click would turn into exit 1 before `main` sees it."""
 
 
-# SIGINT seen: DuckDB turns the KeyboardInterrupt raised inside a query into RuntimeError('Query interrupted')
+# SIGINT seen: libraries may turn the KeyboardInterrupt into an error of their own (see main)
 _sigint = threading.Event()
 
 
@@ -135,12 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return _interrupted()
-    except RuntimeError:
-        if not _sigint.is_set():
-            return _internal_error(debug)
-        return _interrupted()  # a DuckDB query stopped by Ctrl-C; its transaction was rolled back
     except Exception:  # the one place an unexpected error is turned into exit 1
-        if _sigint.is_set():  # libraries wrap a KeyboardInterrupt too (pydantic-core: SchemaError)
+        # after a Ctrl-C, libraries may raise their own error instead of the KeyboardInterrupt: DuckDB's
+        # RuntimeError('Query interrupted') (its transaction was rolled back), pydantic-core's SchemaError
+        if _sigint.is_set():
             return _interrupted()
         return _internal_error(debug)
     return int(result) if isinstance(result, int) else EXIT_OK
