@@ -275,6 +275,18 @@ class SiteDelta(FabricModel):
     free_after: int
 
 
+class WeightsChange(FabricModel):
+    """A checkpoint of the site repo's `weights.lock` added, removed or pinned to other bytes."""
+
+    checkpoint: str = Field(description="Hugging Face repo id")
+    change: Literal["added", "removed", "changed"]
+    revision_before: str | None = None
+    revision_after: str | None = None
+    files_changed: list[str] = Field(default_factory=list, description="paths whose size or sha256 differ")
+    bytes_before: int = Field(0, ge=0)
+    bytes_after: int = Field(0, ge=0)
+
+
 class PlanDiff(FabricModel):
     base_revision: str
     nodes: list[NodeChange] = Field(default_factory=list)
@@ -286,11 +298,13 @@ class PlanDiff(FabricModel):
     resolved_violations: list[Violation]
     new_shortfalls: list[Shortfall]
     resolved_shortfalls: list[Shortfall]
+    weights: list[WeightsChange] = Field(default_factory=list, description="the weights lock's changes")
 
     @property
     def empty(self) -> bool:
         return not (
-            self.nodes
+            self.weights
+            or self.nodes
             or self.gpus
             or self.sites
             or self.replicas
@@ -300,6 +314,80 @@ class PlanDiff(FabricModel):
             or self.new_shortfalls
             or self.resolved_shortfalls
         )
+
+
+RestartReason = Literal["fingerprint", "node", "gpus", "engine", "added", "removed"]
+
+
+class ReplicaRestart(FabricModel):
+    """A replica of the base plan (or a new one) that the change starts, restarts or stops."""
+
+    index: int = Field(ge=0)
+    reason: RestartReason = Field(
+        description="fingerprint: its configuration changed; node/gpus: it moves; added/removed: a new or gone replica"
+    )
+    before: str | None = Field(None, description="its seat before (diff.seat)")
+    after: str | None = None
+
+
+class SurgeReplica(FabricModel):
+    """Make-before-break: a replica of the new configuration on free GPUs (or a spare), ready before the one it
+    stands in for restarts, and gone once the change is done. Rendered as `<deployment>-surge-<replaces>`."""
+
+    replaces: int = Field(ge=0, description="index of the replica it stands in for while that one restarts")
+    placement: ReplicaPlacement = Field(description="where it runs: the new configuration, index = replaces")
+    source: Literal["free", "spare"] = Field(description="free GPUs of the pool, or a spare the plan holds")
+
+
+class RolloutWave(FabricModel):
+    """One step of a deployment's rollout: its surges come up, then its restarts go (both only after the
+    previous wave is ready)."""
+
+    wave: int = Field(ge=1, description="1-based; the site's waves of one number are applied together")
+    surges: list[int] = Field(default_factory=list, description="indices whose surge replica comes up in this wave")
+    restarts: list[int] = Field(default_factory=list, description="indices restarted, started or stopped in this wave")
+    serving: int = Field(ge=0, description="replicas of the deployment serving while the wave runs, surges included")
+    target: int = Field(ge=0, description="replicas the plan wants")
+    sessions_p50: int = Field(0, ge=0, description="sessions at the p50 context while the wave runs")
+    cold_start_s: int = Field(0, ge=0, description="expected cold start of the wave's slowest replica")
+
+
+class DeploymentRollout(FabricModel):
+    deployment: str
+    max_unavailable: int = Field(ge=1)
+    restarts: list[ReplicaRestart] = Field(default_factory=list)
+    surges: list[SurgeReplica] = Field(default_factory=list)
+    waves: list[RolloutWave] = Field(default_factory=list)
+    outage_s: int | None = Field(None, description="every replica down at once for about this long; None: never")
+    outage_accepted: str | None = Field(None, description="the deployment's `rollout.accept_outage`")
+
+    @property
+    def refused(self) -> bool:
+        """An outage nobody accepted: the change must find room for a surge or say it accepts the outage."""
+        return self.outage_s is not None and self.outage_accepted is None
+
+    def to_problem(self) -> Problem:
+        minutes = max(1, round((self.outage_s or 0) / 60))
+        return Problem(
+            f"the change takes every replica of `{self.deployment}` down at once: an outage of about {minutes} minutes",
+            hint="enrol or free GPUs for a surge replica, add a replica, or set `rollout.accept_outage` "
+            "in the deployment with the reason",
+        )
+
+
+class Rollout(FabricModel):
+    """What a change restarts, in which order, against the `--base` revision (plan/rollout.py)."""
+
+    base_revision: str
+    deployments: list[DeploymentRollout] = Field(default_factory=list, description="only those the change restarts")
+
+    @property
+    def refused(self) -> list[DeploymentRollout]:
+        return [d for d in self.deployments if d.refused]
+
+    @property
+    def waves(self) -> int:
+        return max((w.wave for d in self.deployments for w in d.waves), default=0)
 
 
 API_VERSION: Final = "llm-fabric/v1"
@@ -321,6 +409,7 @@ class Plan(FabricModel):
     reclaim_order: list[str] = Field(default_factory=list)
     solver: SolverReport
     diff: PlanDiff | None = Field(None, description="what the change does, against the `--base` revision")
+    rollout: Rollout | None = Field(None, description="how the change restarts replicas, against the `--base` revision")
 
     @property
     def complete(self) -> bool:
@@ -334,7 +423,11 @@ class Plan(FabricModel):
     @property
     def deployable(self) -> bool:
         """No rule broken and nothing short but what cordoned nodes leave short: a cordon never blocks the rest."""
-        return not self.violations and all(s.out_of_service for s in self.shortfalls)
+        return (
+            not self.violations
+            and all(s.out_of_service for s in self.shortfalls)
+            and (self.rollout is None or not self.rollout.refused)
+        )
 
     def replicas_of(self, deployment: str) -> list[ReplicaPlacement]:
         return [r for r in self.replicas if r.deployment == deployment]
@@ -355,6 +448,7 @@ class Plan(FabricModel):
             return self
         problems = [v.to_problem() for v in self.violations]
         problems += [s.to_problem() for s in self.shortfalls if not s.out_of_service]
+        problems += [d.to_problem() for d in (self.rollout.refused if self.rollout else [])]
         raise PolicyRefusal(
             f"the plan for `{self.federation}` is incomplete ({len(problems)} problems)",
             problems=problems,

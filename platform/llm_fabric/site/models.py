@@ -356,6 +356,13 @@ class HostInventory(FabricModel):
     os: str | None = None
     kernel: str | None = None
     rdma: list[RdmaPort] = Field(default_factory=list, description="RDMA ports; empty when the host has none")
+    storage_read_mb_s: float | None = Field(
+        None,
+        gt=0,
+        le=1e7,
+        description="sequential read speed of the model cache's disk (decimal MB/s), measured at enrolment; "
+        "sizes the cold start (startup probe, rollout waves)",
+    )
 
 
 class CheckResult(FabricModel):
@@ -502,6 +509,21 @@ class GenerationDefaults(FabricModel):
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
 
 
+class RolloutPolicy(FabricModel):
+    """How a change restarts the deployment's replicas (`fabric plan --base`, docs/deploy.md "Rollouts")."""
+
+    max_unavailable: int = Field(
+        1, ge=1, le=MAX_REPLICAS, description="replicas a change may restart at once; never all of them"
+    )
+    accept_outage: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="why this change may take every replica down at once (reviewed like any field); "
+        "without it such a change is refused unless the pool has room for a surge replica",
+    )
+
+
 class Deployment(FabricModel):
     version: Literal[1] = SCHEMA_VERSION
     name: Name
@@ -530,6 +552,7 @@ class Deployment(FabricModel):
     dedicated_for: Name | None = None
     placement: PlacementConstraints = Field(default_factory=PlacementConstraints)
     generation: GenerationDefaults = Field(default_factory=GenerationDefaults)
+    rollout: RolloutPolicy = Field(default_factory=RolloutPolicy)
 
     @model_validator(mode="after")
     def _replicas_or_target(self) -> Deployment:

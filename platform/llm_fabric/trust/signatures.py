@@ -40,7 +40,7 @@ _MAX_KEY_FILE = 64 * 1024
 
 # Fields added to the manifest after manifests were first signed: left out of the canonical content
 # while empty, so manifests signed before they existed still verify; signed like any field once set.
-ADDED_WHEN_EMPTY = (("host", "rdma"),)
+ADDED_WHEN_EMPTY = (("host", "rdma"), ("host", "storage_read_mb_s"))
 
 
 def canonical_bytes(manifest: NodeManifest) -> bytes:
