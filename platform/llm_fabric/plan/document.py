@@ -316,7 +316,7 @@ class PlanDiff(FabricModel):
         )
 
 
-RestartReason = Literal["fingerprint", "node", "gpus", "engine", "added", "removed"]
+RestartReason = Literal["fingerprint", "weights", "node", "gpus", "engine", "added", "removed"]
 
 
 class ReplicaRestart(FabricModel):
@@ -324,7 +324,8 @@ class ReplicaRestart(FabricModel):
 
     index: int = Field(ge=0)
     reason: RestartReason = Field(
-        description="fingerprint: its configuration changed; node/gpus: it moves; added/removed: a new or gone replica"
+        description="fingerprint: its configuration changed; weights: weights.lock pins other bytes; "
+        "node/gpus: it moves; engine: another serving engine; added/removed: a new or gone replica"
     )
     before: str | None = Field(None, description="its seat before (diff.seat)")
     after: str | None = None

@@ -7,6 +7,7 @@ from pathlib import Path
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.errors import UsageError
 from llm_fabric.site.gitrepo import git, show_file
+from llm_fabric.site.weights_lock import LOCK_FILE
 
 
 def checkout_revision(site_dir: Path, rev: str, into: Path) -> Path:
@@ -25,7 +26,7 @@ def checkout_revision(site_dir: Path, rev: str, into: Path) -> Path:
         )
     names = git(top, "ls-tree", "-r", "--name-only", rev, "--", prefix or ".").splitlines()
     for name in names:
-        if not name.endswith((".yaml", ".yml")):
+        if not name.endswith((".yaml", ".yml", LOCK_FILE)):
             continue
         text = show_file(top, rev, name)
         if text is not None:

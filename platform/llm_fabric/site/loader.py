@@ -29,6 +29,7 @@ from llm_fabric.site.models import (
 from llm_fabric.site.paths import RETIRED, unsafe_entry
 from llm_fabric.site.root import FABRIC_FILE as FABRIC_FILE
 from llm_fabric.site.root import not_a_site_repo
+from llm_fabric.site.weights_lock import LOCK_FILE, WeightsLock
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -45,6 +46,7 @@ class SiteRepo:
     deployments: dict[str, Deployment] = field(default_factory=dict)
     site_policies: dict[str, PolicySet] = field(default_factory=dict)
     ledger: LedgerConfig | None = None
+    weights_lock: WeightsLock = field(default_factory=WeightsLock)  # weights.lock: empty when absent
     retirements: dict[str, RetirementRecord] = field(default_factory=dict)
     documents: dict[Path, Document] = field(default_factory=dict)
     # files present but not loadable: references to them are not reported again as unknown
@@ -153,6 +155,7 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
     deployments = col.load_collection(root, "deployments", Deployment, named=True)
     policies = col.load_collection(root, "policies", PolicySet, named=False)
     ledger = col.load(root / LEDGER_FILE, LedgerConfig) if _present(root / LEDGER_FILE) else None
+    weights_lock = col.load(root / LOCK_FILE, WeightsLock) if _present(root / LOCK_FILE) else None
     retirements = col.load_collection(root, RETIRED, RetirementRecord, named=True)
     if config is None:
         return None, col.problems
@@ -164,6 +167,7 @@ def collect_site(root: Path) -> tuple[SiteRepo | None, list[Problem]]:
         deployments=deployments,
         site_policies=policies,
         ledger=ledger,
+        weights_lock=weights_lock or WeightsLock(),
         retirements=retirements,
         documents=col.documents,
         unloadable=col.unloadable,
