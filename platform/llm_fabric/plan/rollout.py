@@ -97,6 +97,7 @@ class _Change:
     policy: RolloutPolicy
     restarts: list[ReplicaRestart]
     restarted: list[ReplicaPlacement]  # the new placement of each restarted replica (in both plans)
+    leaving: list[str]  # nodes out of service in the change that a restarted replica ran on
     early: list[ReplicaPlacement]  # added on GPUs free in the base: up in the first wave
     late: list[ReplicaPlacement]  # added on GPUs a base replica held: up in the last wave
     removed: list[ReplicaPlacement]
@@ -115,7 +116,7 @@ def _changes(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan
         after = {r.index: r for r in plan.replicas_of(name)}
         weights = _locked_revision(base_site, name) != _locked_revision(site, name)
         dep = site.deployments.get(name)
-        change = _Change(name, dep.rollout if dep else RolloutPolicy(), [], [], [], [], [], len(before))
+        change = _Change(name, dep.rollout if dep else RolloutPolicy(), [], [], [], [], [], [], len(before))
         for index in sorted(before.keys() | after.keys()):
             b, a = before.get(index), after.get(index)
             if b is not None and a is not None:
@@ -123,6 +124,9 @@ def _changes(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan
                 if reason is not None:
                     change.restarts.append(ReplicaRestart(index=index, reason=reason, before=seat(b), after=seat(a)))
                     change.restarted.append(a)
+                    node = site.nodes.get(b.node)
+                    if node is None or node.status != "active":
+                        change.leaving.append(b.node)
             elif a is not None:
                 change.restarts.append(ReplicaRestart(index=index, reason="added", after=seat(a)))
                 overlaps = any((n, g) in base_gpus for n in a.nodes for g in a.gpu_indices)
@@ -178,6 +182,18 @@ def _waves(
     return waves, outage
 
 
+def _accepted(change: _Change) -> str | None:
+    """Why an outage may go ahead: the deployment says so, or its one replica leaves a node that the change
+    takes out of service (a cordon answers a fault and is never blocked; the fault, not the review, decides
+    that the replica goes)."""
+    if change.policy.accept_outage is not None:
+        return change.policy.accept_outage
+    if change.leaving and len(change.leaving) == len(change.restarted):
+        names = ", ".join(f"`{n}`" for n in sorted(set(change.leaving)))
+        return f"{names} {'is' if len(set(change.leaving)) == 1 else 'are'} taken out of service"
+    return None
+
+
 def plan_rollout(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan, base_rev: str) -> Rollout:
     """How `plan` replaces `base_plan` replica by replica, and whether it may (`Rollout.refused`)."""
     changes = _changes(site, base_site, base_plan, plan)
@@ -201,7 +217,7 @@ def plan_rollout(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: 
                 surges=surges,
                 waves=waves,
                 outage_s=outage,
-                outage_accepted=change.policy.accept_outage if outage is not None else None,
+                outage_accepted=_accepted(change) if outage is not None else None,
             )
         )
     return Rollout(base_revision=base_rev, deployments=out)
