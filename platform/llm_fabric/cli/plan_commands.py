@@ -95,7 +95,16 @@ def plan_command(
         console.print(f"plan written to {output}", markup=False)
     if not plan.deployable:  # the reasons are in the output above; the edge shows this once, with exit 3
         count = len(plan.violations) + len(plan.shortfalls)
+        refused = plan.rollout.refused if plan.rollout is not None else []
         what = f"{count} problem{'s' if count != 1 else ''}"
+        if refused and not plan.violations and all(s.out_of_service for s in plan.shortfalls):
+            # only the rollout refuses it: the deployments and their outage, in the message
+            raise PolicyRefusal(
+                f"the change to `{plan.federation}` is refused: " + "; ".join(d.to_problem().message for d in refused),
+                hint=refused[0].to_problem().hint,
+            )
+        if refused:
+            what += f", {len(refused)} refused rollout{'s' if len(refused) != 1 else ''}"
         raise PolicyRefusal(f"the plan for `{plan.federation}` is incomplete ({what}, listed above)")
 
 

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from llm_fabric.plan.diff import seat
 from llm_fabric.plan.document import DeploymentCapacity, Plan, PlanDiff, Shortfall, SpareHold
-
-
-@dataclass(frozen=True)
-class Section:
-    title: str
-    headers: tuple[str, ...]
-    rows: Sequence[tuple[str, ...]]
-    notes: tuple[str, ...] = ()
+from llm_fabric.plan.rollout_report import rollout_sections
+from llm_fabric.plan.section import Section
 
 
 def _placement(plan: Plan) -> Section:
@@ -272,7 +263,9 @@ def _spares(plan: Plan) -> Section:
 def sections(plan: Plan, diff: PlanDiff | None = None) -> list[Section]:
     out = [_placement(plan), _capacity(plan), _owners(plan), _sites(plan)]
     out += [_spares(plan), _verdicts(plan)] if plan.spares else [_verdicts(plan)]
-    return (_diff(diff) + out) if diff is not None else out
+    review = _diff(diff) if diff is not None else []
+    review += rollout_sections(plan.rollout) if plan.rollout is not None else []
+    return review + out
 
 
 def _cell(text: str) -> str:

@@ -1,8 +1,10 @@
-"""`fabric plan`, with `--base REV` for a pull request: the change's plan judged by the base's keys, and its diff.
+"""`fabric plan`, with `--base REV` for a pull request: the change's plan judged by the base's keys, its diff
+and its rollout.
 
 With a base revision the nodes are judged by the base's keys (`trust.root.trust_root`): a change
 cannot vouch for itself. The base is checked out into a temporary folder, planned with its own keys,
-and the change is planned against it (a replica stays where it was when it still fits).
+and the change is planned against it (a replica stays where it was when it still fits); the rollout
+(`plan.rollout`) says which replicas the change restarts, in which waves, and whether it may.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from llm_fabric.plan.diff import diff_plans
 from llm_fabric.plan.document import Plan, PlanDiff
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.plan.revision import checkout_revision
+from llm_fabric.plan.rollout import plan_rollout
 from llm_fabric.trust.root import KeyChange, trust_root
 from llm_fabric.trust.sites import load_trusted_site
 
 
 @dataclass(frozen=True)
 class ReviewedPlan:
-    plan: Plan  # with `diff` set when there is a base
+    plan: Plan  # with `diff` and `rollout` set when there is a base
     diff: PlanDiff | None = None
     key_changes: list[KeyChange] = field(default_factory=list)
 
@@ -50,6 +53,7 @@ def plan_repo(
     with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
         base_site = load_trusted_site(checkout_revision(site_repo, base_rev, Path(tmp)), trust.base_keys)
         base_plan = plan_site(base_site, time_limit_s=time_limit_s)
-    plan = plan_site(site, base_plan, time_limit_s=time_limit_s)
-    diff = diff_plans(base_plan, plan, base_rev)
-    return ReviewedPlan(plan.model_copy(update={"diff": diff}), diff, trust.changes)
+        plan = plan_site(site, base_plan, time_limit_s=time_limit_s)
+        diff = diff_plans(base_plan, plan, base_rev)
+        rollout = plan_rollout(site, base_site, base_plan, plan, base_rev)
+    return ReviewedPlan(plan.model_copy(update={"diff": diff, "rollout": rollout}), diff, trust.changes)
