@@ -22,11 +22,8 @@ def lock_snapshot(hf_home: Path, checkpoint: str, revision: str) -> LockedCheckp
             f"{checkpoint}@{revision} is not in the model cache: {snapshot} does not exist",
             hint="stage it first (`fabric weights stage`), or pass the cache it was staged into (--cache)",
         )
-    files = [
-        LockedFile(path=p.relative_to(snapshot).as_posix(), size=p.stat().st_size, sha256=file_sha256(p))
-        for p in sorted(snapshot.rglob("*"))
-        if p.is_file()
-    ]
+    paths = sorted((p.relative_to(snapshot).as_posix(), p) for p in snapshot.rglob("*") if p.is_file())
+    files = [LockedFile(path=rel, size=p.stat().st_size, sha256=file_sha256(p)) for rel, p in paths]
     if not files:
         raise UsageError(f"{checkpoint}@{revision}: the snapshot {snapshot} has no files", hint="re-stage it")
     return LockedCheckpoint(revision=revision, files=files)

@@ -25,9 +25,9 @@ def verify_cache(site: SiteRepo, hf_home: Path, checkpoints: list[str] | None = 
     lock = site.weights_lock
     if not lock.checkpoints:
         raise UsageError(
-            f"{site.root / LOCK_FILE} pins no checkpoint: nothing to verify", hint="`fabric weights stage` writes it"
+            f"{site.root / LOCK_FILE} pins no checkpoint: nothing to verify", hint="`fabric weights lock` writes it"
         )
-    names = sorted(lock.checkpoints) if not checkpoints else checkpoints
+    names = checkpoints or sorted(lock.checkpoints)
     unknown = [n for n in names if n not in lock.checkpoints]
     if unknown:
         raise UsageError(

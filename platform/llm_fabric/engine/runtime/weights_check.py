@@ -87,7 +87,9 @@ def check(root: Path, checkpoint: str, revision: str, files: list[Locked]) -> li
         current = None
     if current != revision:
         seen = f"names {current}" if current else "is missing"
-        problems.append(f"{checkpoint}: {ref} {seen}, the lock pins revision {revision}: the engine would load other files")
+        problems.append(
+            f"{checkpoint}: {ref} {seen}, the lock pins revision {revision}: the engine would load other files"
+        )
     snapshot = snapshot_folder(root, checkpoint, revision)
     for pin in files:
         path = snapshot / pin.path
