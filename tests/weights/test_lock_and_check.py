@@ -198,3 +198,33 @@ def test_lock_diff_in_plan_base(staged: tuple[Path, Path, Path], capsys: pytest.
     # a change that does not touch the lock reads as before: no weights section
     assert main(["plan", "-C", str(site), "--base", "HEAD"]) == 0
     assert "weights.lock" not in capsys.readouterr().out
+
+
+def test_pinned_vllm_replica_streams_its_weights_and_vllm_accepts_it(
+    staged: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llm_fabric.engine.argcheck import ArgCase, run_probe
+    from llm_fabric.engine.local.server import engine_python
+
+    site, cache, plan = staged
+    assert _lock(site, cache, plan, capsys)[0] == 0
+    rendered = _render(site, plan, tmp_path / "out")
+    container = rendered["deployment-gpt-oss-120b-0.yaml"]["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+    args = container["args"]
+    assert args[-2:] == ["--load-format", "runai_streamer"] and args.count("--load-format") == 1
+    assert {"name": "VLLM_CACHE_ROOT", "value": "/models/compile-cache/vllm"} in container["env"]
+    planned = next(
+        r
+        for r in json.loads(plan.read_text())["replicas"]
+        if r["deployment"] == "gpt-oss-120b" and r["site"] == "vienna"
+    )
+    assert "--load-format" not in planned["engine_args"]  # a render-time choice: the plan's args are as before
+    bogus = [*args[:-1], "no_such_loader"]  # the parser does judge the load format
+    # vllm.check.check_with_vllm's probe, with this checkout's llm_fabric (the engine venv's is the main one)
+    env = {"VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT / "platform")}
+    cases = [ArgCase("pinned", args), ArgCase("bogus", bogus)]
+    pinned_ok, bogus_refused = run_probe(
+        "vLLM", engine_python(), ["llm_fabric.engine.runtime.vllm_probe", "args"], cases, env, 300
+    )
+    assert pinned_ok.ok, pinned_ok
+    assert not bogus_refused.ok and "no_such_loader" in " ".join(bogus_refused.problems)

@@ -245,6 +245,8 @@ def _container(
     nvidia_image, amd_image = engine.image_options
     image = str(getattr(options, amd_image if node.gpus.vendor == "amd" else nvidia_image))
     args = engine_arguments(replica)
+    if pinned is not None:
+        args = weights.loader_args(replica, args)
     startup = startup_failure_threshold(node, replica, options, pinned.locked.size if pinned else None)
     return {
         "name": replica.engine,
@@ -398,10 +400,12 @@ def _leader_worker_set(
     leader = _pod_spec(replica, node, options, [replica.node], leader_container, pinned)
     worker_container = _container(replica, node, options, namespace, capacity, pinned)
     worker_container["command"] = ["/bin/sh", "-c"]
-    worker_container["args"] = [worker_script(replica, len(replica.gpu_indices))]
+    worker_args = weights.loader_args(replica, replica.worker_engine_args) if pinned else replica.worker_engine_args
+    worker = replica.model_copy(update={"worker_engine_args": worker_args})
+    worker_container["args"] = [worker_script(worker, len(replica.gpu_indices))]
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"):  # headless: no API server
         worker_container.pop(key)
-    worker = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, pinned)
+    worker_spec = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, pinned)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
     worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
     return {
@@ -415,7 +419,10 @@ def _leader_worker_set(
                 "size": len(replica.nodes),
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {"metadata": {"labels": labels, "annotations": annotations}, "spec": leader},
-                "workerTemplate": {"metadata": {"labels": worker_labels, "annotations": annotations}, "spec": worker},
+                "workerTemplate": {
+                    "metadata": {"labels": worker_labels, "annotations": annotations},
+                    "spec": worker_spec,
+                },
             },
         },
     }
