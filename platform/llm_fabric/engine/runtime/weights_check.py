@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 8 * 1024 * 1024
-RESTAGE = "re-stage it: `fabric weights stage -C SITE_REPO` on the node's model cache, then restart the pod"
+RESTAGE = "re-stage it: delete the snapshot from the node's model cache, download it again, then restart the pod"
 
 
 class LockUnusable(Exception):
