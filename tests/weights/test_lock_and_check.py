@@ -149,6 +149,14 @@ def test_pod_check_refuses_a_corrupted_file(
     done = _pod_check(rendered, tmp_path, cache)
     assert done.returncode == 1 and f"{CHECKPOINT}: model.safetensors is missing" in done.stdout
 
+    ref = cache / "hf" / "hub" / "models--openai--gpt-oss-120b" / "refs" / "main"
+    ref.write_text("f" * 40)  # another revision staged over it: the engine would open that snapshot
+    done = _pod_check(rendered, tmp_path, cache)
+    assert (
+        f"refs/main names {'f' * 40}, the lock pins revision {REVISION}: the engine would load other files"
+        in done.stdout
+    )
+
 
 def test_no_lock_no_check(staged: tuple[Path, Path, Path], tmp_path: Path) -> None:
     site, _, plan = staged

@@ -20,12 +20,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 8 * 1024 * 1024
+# files hashed at once: hashlib releases the GIL on large buffers, so a few threads keep a fast disk busy
+# (one core hashes ~1.5 GB/s; a 700 GB checkpoint would take ~8 minutes on one)
+HASH_THREADS = min(8, os.cpu_count() or 1)
 RESTAGE = "re-stage it: delete the snapshot from the node's model cache, download it again, then restart the pod"
 
 
@@ -77,6 +82,13 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _readable_sha256(path: Path) -> str | None:
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
 def check(root: Path, checkpoint: str, revision: str, files: list[Locked]) -> list[str]:
     """One line per problem: the cache's revision, then every missing or differing file."""
     problems: list[str] = []
@@ -91,6 +103,7 @@ def check(root: Path, checkpoint: str, revision: str, files: list[Locked]) -> li
             f"{checkpoint}: {ref} {seen}, the lock pins revision {revision}: the engine would load other files"
         )
     snapshot = snapshot_folder(root, checkpoint, revision)
+    to_hash: list[tuple[Locked, Path]] = []
     for pin in files:
         path = snapshot / pin.path
         try:
@@ -100,7 +113,14 @@ def check(root: Path, checkpoint: str, revision: str, files: list[Locked]) -> li
             continue
         if size != pin.size:
             problems.append(f"{checkpoint}: {pin.path} has {size} bytes, the lock says {pin.size} ({path})")
-        elif (digest := file_sha256(path)) != pin.sha256:
+        else:
+            to_hash.append((pin, path))
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        digests = list(pool.map(lambda item: _readable_sha256(item[1]), to_hash))
+    for (pin, path), digest in zip(to_hash, digests, strict=True):
+        if digest is None:
+            problems.append(f"{checkpoint}: {pin.path} cannot be read ({path})")
+        elif digest != pin.sha256:
             problems.append(f"{checkpoint}: {pin.path} has sha256 {digest}, the lock says {pin.sha256} ({path})")
     return problems
 
