@@ -3,12 +3,18 @@ checked against it (the pod's own check)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console
+
+if TYPE_CHECKING:
+    from llm_fabric.site.loader import SiteRepo
+    from llm_fabric.weights.pin import PinResult
 
 # the core is imported inside the commands: `fabric --help` imports this module
 
@@ -33,31 +39,25 @@ def weights_group() -> None:
 
     \b
     Examples:
+      HF_ENDPOINT=https://hf-mirror.example.org fabric weights stage -C ./site --plan plan.json
       fabric weights lock -C ./site --plan plan.json --cache /var/lib/llm-fabric/models
       fabric weights verify -C ./site --cache /var/lib/llm-fabric/models
     """
 
 
-@weights_group.command("lock")
-@site_repo_option()
-@click.option(
+plan_option = click.option(
     "--plan",
     "plan_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Plan from `fabric plan -o`; default: the site repo planned afresh.",
 )
-@cache_option
-@click.option("--site", "site_id", help="Only the checkpoints of replicas at this site.")
-def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
-    """Pin every checkpoint the plan needs, as the model cache holds it, in weights.lock.
+site_option = click.option("--site", "site_id", help="Only the checkpoints of replicas at this site.")
 
-    A checkpoint the lock already pins keeps its revision; a new one takes the revision the cache's
-    refs/main names. Every file's size and sha256 is recorded; the lock is rewritten only when it changes.
-    """
+
+def _needed(site_repo: Path, plan_file: Path | None, site_id: str | None) -> tuple[SiteRepo, dict[str, list[str]]]:
     from llm_fabric.plan.document import load_plan
     from llm_fabric.trust.sites import load_trusted_site
     from llm_fabric.weights.needs import check_site, needed_checkpoints
-    from llm_fabric.weights.pin import pin_checkpoints
 
     site = load_trusted_site(site_repo)
     check_site(site, site_id)
@@ -67,9 +67,10 @@ def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, si
         from llm_fabric.plan.planning import plan_site  # the solver only when planning here
 
         plan = plan_site(site)
-    needed = needed_checkpoints(site, plan, site_id)
-    hf_home = (cache or _default_cache()) / "hf"
-    result = pin_checkpoints(site, hf_home, list(needed))
+    return site, needed_checkpoints(site, plan, site_id)
+
+
+def _print_pins(result: PinResult, needed: dict[str, list[str]]) -> None:
     for p in result.checkpoints:
         console.print(
             f"{p.state:9} {p.checkpoint}@{p.revision[:12]}: {p.files} files, {p.size} bytes "
@@ -78,6 +79,47 @@ def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, si
         )
     what = "written" if result.written else "unchanged"
     console.print(f"{result.lock_path}: {what} ({len(result.checkpoints)} checkpoints needed)", markup=False)
+
+
+@weights_group.command("stage")
+@site_repo_option()
+@plan_option
+@cache_option
+@site_option
+def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
+    """Download every checkpoint the plan needs into the model cache and pin it in weights.lock.
+
+    From the Hugging Face Hub, or the mirror HF_ENDPOINT names (HF_TOKEN for private or gated repos).
+    A pinned checkpoint is fetched at the lock's revision, a new one at the commit `main` names now; one
+    whose files already match the lock is not fetched at all. Then as `fabric weights lock`.
+    """
+    from llm_fabric.weights.stage import stage_checkpoints
+
+    site, needed = _needed(site_repo, plan_file, site_id)
+    hf_home = (cache or _default_cache()) / "hf"
+    endpoint, token = os.environ.get("HF_ENDPOINT") or None, os.environ.get("HF_TOKEN") or None
+    staged, result = stage_checkpoints(site, hf_home, list(needed), endpoint=endpoint, token=token)
+    for s in staged:
+        console.print(f"{s.action:10} {s.checkpoint}@{s.revision[:12]}", markup=False)
+    _print_pins(result, needed)
+
+
+@weights_group.command("lock")
+@site_repo_option()
+@plan_option
+@cache_option
+@site_option
+def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
+    """Pin every checkpoint the plan needs, as the model cache holds it, in weights.lock (no download).
+
+    A checkpoint the lock already pins keeps its revision; a new one takes the revision the cache's
+    refs/main names. Every file's size and sha256 is recorded; the lock is rewritten only when it changes.
+    """
+    from llm_fabric.weights.pin import pin_checkpoints
+
+    site, needed = _needed(site_repo, plan_file, site_id)
+    result = pin_checkpoints(site, (cache or _default_cache()) / "hf", list(needed))
+    _print_pins(result, needed)
 
 
 @weights_group.command("verify")

@@ -1,5 +1,4 @@
-"""The weights every replica loads: the site repo's `weights.lock` written from a model cache's files, and
-that cache verified against it (the operator's side of the pod's check, engine/runtime/weights_check.py).
-
-`fabric weights stage` (the download into the cache with huggingface_hub) is not built yet: the
-package is not a dependency of the fabric's environment (docs/weights.md)."""
+"""The weights every replica loads: the checkpoints a plan needs (needs) downloaded into a node's model
+cache with huggingface_hub (stage), the cache's snapshots hashed (snapshot) and pinned in the site repo's
+`weights.lock` (pin, lock_file), and a cache verified with the pod's own check (verify;
+engine/runtime/weights_check). docs/weights.md."""

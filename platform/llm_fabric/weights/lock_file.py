@@ -11,7 +11,7 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.site.weights_lock import LOCK_FILE, LockedCheckpoint, WeightsLock
 
 HEADER = (
-    "# written by `fabric weights lock`: which bytes every replica loads (docs/weights.md)\n"
+    "# written by `fabric weights stage` (or `lock`): which bytes every replica loads (docs/weights.md)\n"
     "# a replica's pod refuses to start when its files differ from these\n"
 )
 

@@ -31,7 +31,9 @@ CHUNK = 8 * 1024 * 1024
 # files hashed at once: hashlib releases the GIL on large buffers, so a few threads keep a fast disk busy
 # (one core hashes ~1.5 GB/s; a 700 GB checkpoint would take ~8 minutes on one)
 HASH_THREADS = min(8, os.cpu_count() or 1)
-RESTAGE = "re-stage it: delete the snapshot from the node's model cache, download it again, then restart the pod"
+RESTAGE = (
+    "re-stage it: delete the snapshot from the node's model cache, run `fabric weights stage` there, restart the pod"
+)
 
 
 class LockUnusable(Exception):
