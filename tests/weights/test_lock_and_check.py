@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from llm_fabric.cli.main import main
 from llm_fabric.engine.capacity.cold_start import startup_budget_s
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.site.gitrepo import commit_paths
 from llm_fabric.site.loader import load_site
-from tests.fixtures.hf_cache import ENGINE_PYTHON, hub_snapshot, place_checkpoint
+from tests.fixtures.hf_cache import hub_snapshot, place_checkpoint
 from tests.fixtures.siterepo import REPO_ROOT
+from tests.weights.pods import render_vienna, run_pod_check
 
 CHECKPOINT = "openai/gpt-oss-120b"  # what vienna's only deployment (gpt-oss-120b, mxfp4) loads
 REVISION = "0b5c8e1f" * 5
@@ -86,34 +83,12 @@ def test_missing_checkpoint_and_bad_input_are_named(
     assert rc == 2 and "the plan is of federation `elsewhere`" in out
 
 
-def _render(site: Path, plan: Path, out: Path) -> dict[str, dict[str, object]]:
-    assert main(["render", "-C", str(site), "--plan", str(plan), "--site", "vienna", "--out", str(out)]) == 0
-    serving = out / "vienna" / "serving"
-    return {p.name: yaml.safe_load(p.read_text()) for p in serving.glob("*.yaml")}
-
-
-def _pod_check(rendered: dict[str, dict[str, object]], tmp_path: Path, cache: Path) -> subprocess.CompletedProcess[str]:
-    """The rendered init container's command, with its two mounts where this machine has them."""
-    pod = rendered["deployment-gpt-oss-120b-0.yaml"]["spec"]["template"]["spec"]  # type: ignore[index]
-    init = pod["initContainers"][0]
-    lock = tmp_path / "weights.json"
-    lock.write_text(rendered["configmap-llm-fabric-weights-lock.yaml"]["data"]["weights.json"])  # type: ignore[index]
-    mounts = {"/etc/llm-fabric/weights/weights.json": str(lock), "/models/hf": str(cache / "hf")}
-    args = [mounts.get(a, a) for a in init["args"]]
-    assert init["command"][1:] == ["-m", "llm_fabric.engine.runtime.weights_check"]
-    python = ENGINE_PYTHON if ENGINE_PYTHON.exists() else Path(sys.executable)  # the engine image's interpreter
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT / "platform")}
-    return subprocess.run(
-        [str(python), *init["command"][1:], *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
 def test_pod_check_refuses_a_corrupted_file(
     staged: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     site, cache, plan = staged
     assert _lock(site, cache, plan, capsys)[0] == 0
-    rendered = _render(site, plan, tmp_path / "out")
+    rendered = render_vienna(site, plan, tmp_path / "out")
     pod = rendered["deployment-gpt-oss-120b-0.yaml"]["spec"]["template"]  # type: ignore[index]
     assert pod["metadata"]["annotations"]["llm-fabric.io/weights-revision"] == REVISION
     size = load_site(site).weights_lock.checkpoints[CHECKPOINT].size
@@ -121,7 +96,7 @@ def test_pod_check_refuses_a_corrupted_file(
     # a vienna node enrolled before its read speed was measured: the default speed
     assert startup == math.ceil(startup_budget_s(size, None) / 10) == 37
 
-    done = _pod_check(rendered, tmp_path, cache)
+    done = run_pod_check(rendered, tmp_path, cache)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == f"{CHECKPOINT}@{REVISION}: 6 files, {size} bytes match weights.lock"
 
@@ -130,7 +105,7 @@ def test_pod_check_refuses_a_corrupted_file(
     data = bytearray(blob.read_bytes())
     data[-1] ^= 0xFF  # same size, other bytes
     blob.write_bytes(bytes(data))
-    done = _pod_check(rendered, tmp_path, cache)
+    done = run_pod_check(rendered, tmp_path, cache)
     assert done.returncode == 1
     assert f"{CHECKPOINT}: model.safetensors has sha256 " in done.stdout and ", the lock says " in done.stdout
     assert "re-stage it" in done.stdout and "1 problem(s)" in done.stdout
@@ -146,12 +121,12 @@ def test_pod_check_refuses_a_corrupted_file(
     assert (site / "weights.lock").read_text() == text
 
     weights.unlink()
-    done = _pod_check(rendered, tmp_path, cache)
+    done = run_pod_check(rendered, tmp_path, cache)
     assert done.returncode == 1 and f"{CHECKPOINT}: model.safetensors is missing" in done.stdout
 
     ref = cache / "hf" / "hub" / "models--openai--gpt-oss-120b" / "refs" / "main"
     ref.write_text("f" * 40)  # another revision staged over it: the engine would open that snapshot
-    done = _pod_check(rendered, tmp_path, cache)
+    done = run_pod_check(rendered, tmp_path, cache)
     assert (
         f"refs/main names {'f' * 40}, the lock pins revision {REVISION}: the engine would load other files"
         in done.stdout
@@ -160,7 +135,7 @@ def test_pod_check_refuses_a_corrupted_file(
 
 def test_no_lock_no_check(staged: tuple[Path, Path, Path], tmp_path: Path) -> None:
     site, _, plan = staged
-    rendered = _render(site, plan, tmp_path / "out")
+    rendered = render_vienna(site, plan, tmp_path / "out")
     pod = rendered["deployment-gpt-oss-120b-0.yaml"]["spec"]["template"]["spec"]  # type: ignore[index]
     assert "initContainers" not in pod and "configmap-llm-fabric-weights-lock.yaml" not in rendered
 
@@ -216,7 +191,7 @@ def test_pinned_vllm_replica_streams_its_weights_and_vllm_accepts_it(
 
     site, cache, plan = staged
     assert _lock(site, cache, plan, capsys)[0] == 0
-    rendered = _render(site, plan, tmp_path / "out")
+    rendered = render_vienna(site, plan, tmp_path / "out")
     container = rendered["deployment-gpt-oss-120b-0.yaml"]["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
     args = container["args"]
     assert args[-2:] == ["--load-format", "runai_streamer"] and args.count("--load-format") == 1

@@ -15,6 +15,7 @@ from llm_fabric.site.gitrepo import commit_paths
 from llm_fabric.site.loader import load_site
 from tests.fixtures.hf_cache import hub_snapshot
 from tests.fixtures.hf_mirror import Mirror, commit_of, hf_mirror
+from tests.weights.pods import render_vienna, run_pod_check
 
 CHECKPOINT = "openai/gpt-oss-120b"  # what vienna's only deployment (gpt-oss-120b, mxfp4) loads
 
@@ -98,3 +99,26 @@ def test_checkpoint_not_on_the_mirror_and_unreachable_mirror(
     rc, out = _stage(site_repo, plan, cache, capsys)
     assert rc == 2, out
     assert f"cannot download `{CHECKPOINT}`" in out and "set HF_ENDPOINT to the site's mirror" in out
+
+
+def test_a_file_corrupted_after_staging_is_refused_by_the_pod(
+    site_repo: Path, tmp_path: Path, mirror: Mirror, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plan, cache = tmp_path / "plan.json", tmp_path / "models"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan)]) == 0
+    assert _stage(site_repo, plan, cache, capsys)[0] == 0
+    rendered = render_vienna(site_repo, plan, tmp_path / "out")
+    assert run_pod_check(rendered, tmp_path, cache).returncode == 0
+    blob = (hub_snapshot(cache / "hf", CHECKPOINT) / "model.safetensors").resolve()
+    data = bytearray(blob.read_bytes())
+    data[100] ^= 0x01
+    blob.write_bytes(bytes(data))
+    done = run_pod_check(rendered, tmp_path, cache)
+    assert done.returncode == 1
+    assert f"{CHECKPOINT}: model.safetensors has sha256 " in done.stdout and "re-stage it" in done.stdout
+
+    # staging again does not paper over it: the lock stays, the damaged snapshot is named
+    lock = (site_repo / "weights.lock").read_text()
+    rc, out = _stage(site_repo, plan, cache, capsys)
+    assert rc == 2 and "model.safetensors differs from the lock" in out and "delete the snapshot" in out
+    assert (site_repo / "weights.lock").read_text() == lock

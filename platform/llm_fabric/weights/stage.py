@@ -21,6 +21,7 @@ from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
     LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
@@ -56,6 +57,10 @@ def _hub_call_error(checkpoint: str, endpoint: str | None, exc: Exception) -> Us
             f"`{checkpoint}`: the pinned revision is not on the mirror",
             hint="mirror that commit, or remove the checkpoint from weights.lock to pin the current one (reviewed)",
         )
+    if isinstance(exc, OfflineModeIsEnabled):
+        return UsageError(
+            f"cannot download `{checkpoint}`: HF_HUB_OFFLINE is set", hint="unset HF_HUB_OFFLINE to stage"
+        )
     if isinstance(exc, httpx2.TransportError | LocalEntryNotFoundError):
         return UsageError(
             f"cannot download `{checkpoint}`: {exc}",
@@ -80,7 +85,7 @@ def _download(hf_home: Path, checkpoint: str, revision: str | None, endpoint: st
             if revision is None:
                 raise UsageError(f"the mirror names no commit for `{checkpoint}`", hint=_endpoint_hint(endpoint))
         snapshot_download(checkpoint, revision=revision, cache_dir=hf_home / "hub", endpoint=endpoint, token=token)
-    except (HfHubHTTPError, LocalEntryNotFoundError, httpx2.TransportError) as exc:
+    except (HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled, httpx2.TransportError) as exc:
         raise _hub_call_error(checkpoint, endpoint, exc) from exc
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
