@@ -6,6 +6,7 @@ crds-old DIR                 the same, with a Kueue ClusterQueue CRD that predat
 records OUT MONTH COUNT      COUNT synthetic request records of MONTH for the site's deployments and tenants
 exports A B MONTH COUNT N    two overlapping gateway exports of COUNT records of MONTH: A the first half;
                              B the last N records of A again, the second half, a bad record and a late 429
+hf-cache CACHE REPO REV      the tiny test model in CACHE/hf as REPO at revision REV (tests/fixtures/hf_cache.py)
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ def main(argv: list[str]) -> None:
         records(Path(args[0]), args[1], int(args[2]))
     elif step == "exports":
         exports(Path(args[0]), Path(args[1]), args[2], int(args[3]), int(args[4]))
+    elif step == "hf-cache":
+        from llm_fabric.engine.local.tiny_model import build_tiny_model
+        from tests.fixtures.hf_cache import place_checkpoint
+
+        cache = Path(args[0])
+        place_checkpoint(cache / "hf", args[1], args[2], build_tiny_model(cache / "tiny-source"))
     else:
         raise SystemExit(f"unknown set-up step {step!r}")
 

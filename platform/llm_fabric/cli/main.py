@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "models": "engine_commands",
     "check": "check_commands",
     "canary": "canary_commands",
+    "weights": "weights_commands",
 }
 
 

@@ -226,7 +226,39 @@ def _diff(diff: PlanDiff) -> list[Section]:
         rows,
         () if rows else ("no new policy violation or shortfall",),
     )
-    return [*_node_diff(diff), moves, cap, pol]
+    return [*_node_diff(diff), moves, cap, pol, *_weights_diff(diff)]
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _weights_diff(diff: PlanDiff) -> list[Section]:
+    """Only when weights.lock changed: a change that pins no weights reads as before."""
+    if not diff.weights:
+        return []
+    rows = [
+        (
+            w.checkpoint,
+            w.change,
+            f"{(w.revision_before or '-')[:12]} -> {(w.revision_after or '-')[:12]}",
+            f"{len(w.files_changed)}: {', '.join(w.files_changed[:3])}{', ...' if len(w.files_changed) > 3 else ''}",
+            f"{_bytes(w.bytes_before)} -> {_bytes(w.bytes_after)}",
+        )
+        for w in diff.weights
+    ]
+    note = "a replica loading a changed checkpoint restarts; its pod checks the new files before the engine starts"
+    return [
+        Section(
+            f"Changes against {diff.base_revision}: weights.lock",
+            ("checkpoint", "change", "revision", "files changed", "size"),
+            rows,
+            (note,),
+        )
+    ]
 
 
 def _spare_covers(plan: Plan, hold: SpareHold) -> str:

@@ -19,6 +19,7 @@ from llm_fabric.plan.document import Plan, PlanDiff
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.plan.revision import checkout_revision
 from llm_fabric.plan.rollout import plan_rollout
+from llm_fabric.plan.weights_diff import diff_locks
 from llm_fabric.trust.root import KeyChange, trust_root
 from llm_fabric.trust.sites import load_trusted_site
 
@@ -55,5 +56,6 @@ def plan_repo(
         base_plan = plan_site(base_site, time_limit_s=time_limit_s)
         plan = plan_site(site, base_plan, time_limit_s=time_limit_s)
         diff = diff_plans(base_plan, plan, base_rev)
+        diff.weights = diff_locks(base_site.weights_lock, site.weights_lock)
         rollout = plan_rollout(site, base_site, base_plan, plan, base_rev)
     return ReviewedPlan(plan.model_copy(update={"diff": diff, "rollout": rollout}), diff, trust.changes)

@@ -21,9 +21,10 @@ from typing import Any
 from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources import probes
+from llm_fabric.deploy.resources import probes, weights
 from llm_fabric.deploy.resources.allocations import pool_queue_name
 from llm_fabric.engine.backends import backend
+from llm_fabric.engine.capacity.cold_start import startup_budget_s
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement
@@ -48,6 +49,9 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
         Bundle("network-policy", "serving", [_network_policy(site, site_id, namespace)]),
         Bundle("pod-monitor", "serving", [_pod_monitor(namespace)]),
     ]
+    pinned = {(r.deployment, r.index): weights.pinned_weights(site, r) for r in replicas}
+    if locked := [p for p in pinned.values() if p is not None]:
+        bundles.append(Bundle("weights-lock", "serving", [weights.lock_configmap(namespace, locked)]))
     by_deployment: dict[str, list[ReplicaPlacement]] = {}
     for replica in replicas:
         by_deployment.setdefault(replica.deployment, []).append(replica)
@@ -55,7 +59,10 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
     for name, placed in sorted(by_deployment.items()):
         objects = [_service(name, namespace)]
         capacity = plan.deployments.get(name)
-        objects += [_workload(r, site.nodes[r.node], namespace, options, pool, capacity) for r in placed]
+        objects += [
+            _workload(r, site.nodes[r.node], namespace, options, pool, capacity, pinned[(r.deployment, r.index)])
+            for r in placed
+        ]
         bundles.append(Bundle("served-model", name, objects))
     return bundles
 
@@ -203,8 +210,14 @@ def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
     return labels
 
 
-def startup_failure_threshold(node: NodeManifest, replica: ReplicaPlacement, options: StackOptions) -> int:
-    """Probe attempts to cover a cold start: weights fit in the replica's GPU memory, streamed from disk."""
+def startup_failure_threshold(
+    node: NodeManifest, replica: ReplicaPlacement, options: StackOptions, weights_bytes: int | None = None
+) -> int:
+    """Probe attempts to cover a cold start. Staged weights (`weights_bytes`, the lock's size of the checkpoint)
+    are read at the node's measured speed (engine.capacity.cold_start, the rollout review's estimate); an
+    unpinned checkpoint is bounded by what fits in the replica's GPU memory, streamed from disk."""
+    if weights_bytes is not None:
+        return math.ceil(startup_budget_s(weights_bytes, node.host.storage_read_mb_s) / PROBE_PERIOD)
     gpu_gb = len(replica.gpu_indices) * node.gpus.memory_mib * 1024 * 1024 / 1e9
     budget = options.startup_base_seconds + options.startup_seconds_per_gb * gpu_gb
     return math.ceil(budget / PROBE_PERIOD)
@@ -224,6 +237,7 @@ def _container(
     options: StackOptions,
     namespace: str,
     capacity: DeploymentCapacity | None,
+    pinned: weights.PinnedWeights | None,
 ) -> dict[str, Any]:
     resource = L.GPU_RESOURCE[node.gpus.vendor]
     engine = backend(replica.engine)
@@ -231,7 +245,9 @@ def _container(
     nvidia_image, amd_image = engine.image_options
     image = str(getattr(options, amd_image if node.gpus.vendor == "amd" else nvidia_image))
     args = engine_arguments(replica)
-    startup = startup_failure_threshold(node, replica, options)
+    if pinned is not None:
+        args = weights.loader_args(replica, args)
+    startup = startup_failure_threshold(node, replica, options, pinned.locked.size if pinned else None)
     return {
         "name": replica.engine,
         "image": image,
@@ -246,7 +262,12 @@ def _container(
 
 
 def _pod_spec(
-    replica: ReplicaPlacement, node: NodeManifest, options: StackOptions, hosts: list[str], container: dict[str, Any]
+    replica: ReplicaPlacement,
+    node: NodeManifest,
+    options: StackOptions,
+    hosts: list[str],
+    container: dict[str, Any],
+    pinned: weights.PinnedWeights | None,
 ) -> dict[str, Any]:
     affinity: dict[str, Any] = {
         "nodeAffinity": {
@@ -263,7 +284,7 @@ def _pod_spec(
         }
     tolerations = [t.as_toleration() for t in L.node_taints(node)]
     tolerations.append({"key": L.GPU_RESOURCE[node.gpus.vendor], "operator": "Exists", "effect": "NoSchedule"})
-    return {
+    spec: dict[str, Any] = {
         "priorityClassName": PRIORITY_DEDICATED if replica.dedicated_for else PRIORITY_POOL,
         "affinity": affinity,
         "tolerations": tolerations,
@@ -274,9 +295,12 @@ def _pod_spec(
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
         ],
     }
+    if pinned is not None:  # every node of a replica reads its own cache: each pod checks it
+        weights.attach_check(spec, replica, pinned)
+    return spec
 
 
-def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
+def _annotations(replica: ReplicaPlacement, pinned: weights.PinnedWeights | None) -> dict[str, str]:
     out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
         "fabric.llm/gpu-model": replica.gpu_model,
@@ -288,6 +312,8 @@ def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
         out["fabric.llm/nodes"] = ",".join(replica.nodes)
     if replica.config_fingerprint is not None:
         out[FINGERPRINT_ANNOTATION] = replica.config_fingerprint.sha256
+    if pinned is not None:
+        out |= weights.revision_annotation(pinned)
     return out
 
 
@@ -302,15 +328,16 @@ def _workload(
     options: StackOptions,
     pool: str,
     capacity: DeploymentCapacity | None,
+    pinned: weights.PinnedWeights | None,
 ) -> Manifest:
     if replica.worker_nodes:
-        return _leader_worker_set(replica, node, namespace, options, pool, capacity)
+        return _leader_worker_set(replica, node, namespace, options, pool, capacity, pinned)
     queue = replica.dedicated_for or pool
     labels = replica_labels(replica, queue)
     selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
-    container = _container(replica, node, options, namespace, capacity)
-    pod_spec = _pod_spec(replica, node, options, [replica.node], container)
-    annotations = _annotations(replica)
+    container = _container(replica, node, options, namespace, capacity, pinned)
+    pod_spec = _pod_spec(replica, node, options, [replica.node], container, pinned)
+    annotations = _annotations(replica, pinned)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -361,20 +388,24 @@ def _leader_worker_set(
     options: StackOptions,
     pool: str,
     capacity: DeploymentCapacity | None,
+    pinned: weights.PinnedWeights | None,
 ) -> Manifest:
     """A multi-node replica: one LeaderWorkerSet group, the leader (API server) on `replica.node`, one headless
     worker on each other node. Kueue admits the group as one workload (the queue label on the set), so the
     GPUs of every node count against the queue together; a pod failing (a drained node) restarts the group."""
     queue = replica.dedicated_for or pool
     labels = replica_labels(replica, queue)
-    annotations = _annotations(replica)
-    leader = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options, namespace, capacity))
-    worker_container = _container(replica, node, options, namespace, capacity)
+    annotations = _annotations(replica, pinned)
+    leader_container = _container(replica, node, options, namespace, capacity, pinned)
+    leader = _pod_spec(replica, node, options, [replica.node], leader_container, pinned)
+    worker_container = _container(replica, node, options, namespace, capacity, pinned)
     worker_container["command"] = ["/bin/sh", "-c"]
-    worker_container["args"] = [worker_script(replica, len(replica.gpu_indices))]
+    worker_args = weights.loader_args(replica, replica.worker_engine_args) if pinned else replica.worker_engine_args
+    worker = replica.model_copy(update={"worker_engine_args": worker_args})
+    worker_container["args"] = [worker_script(worker, len(replica.gpu_indices))]
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"):  # headless: no API server
         worker_container.pop(key)
-    worker = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container)
+    worker_spec = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, pinned)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
     worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
     return {
@@ -388,7 +419,10 @@ def _leader_worker_set(
                 "size": len(replica.nodes),
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {"metadata": {"labels": labels, "annotations": annotations}, "spec": leader},
-                "workerTemplate": {"metadata": {"labels": worker_labels, "annotations": annotations}, "spec": worker},
+                "workerTemplate": {
+                    "metadata": {"labels": worker_labels, "annotations": annotations},
+                    "spec": worker_spec,
+                },
             },
         },
     }

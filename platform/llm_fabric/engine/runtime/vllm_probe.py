@@ -1,8 +1,8 @@
 """Checks that run INSIDE the vLLM environment: `python -m llm_fabric.engine.runtime.vllm_probe args < cases.json`.
 
 vLLM's argument parser rejects unknown flags and bad types but accepts any quantization,
-tool-parser or reasoning-parser name; those are checked here against vLLM's own registries
-(`QUANTIZATION_METHODS`, `ToolParserManager`, `ReasoningParserManager`) and logits processors
+tool-parser, reasoning-parser or load-format name; those are checked here against vLLM's own registries
+(`QUANTIZATION_METHODS`, `ToolParserManager`, `ReasoningParserManager`, the model loaders) and logits processors
 are loaded by their class name. Input: a JSON list of {"label", "args"} (args: what follows
 `vllm serve`, model first). Output: a JSON list of {"label", "ok", "problems"}.
 The fabric's side of this (building the cases, running this module) is `llm_fabric.engine.vllm.check`.
@@ -35,6 +35,7 @@ def _parser() -> Any:
 
 def _registries() -> dict[str, set[str]]:
     from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+    from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
     from vllm.reasoning import ReasoningParserManager
     from vllm.tool_parsers import ToolParserManager
 
@@ -42,6 +43,8 @@ def _registries() -> dict[str, set[str]]:
         "quantization": set(QUANTIZATION_METHODS),
         "tool_call_parser": set(ToolParserManager.list_registered()),
         "reasoning_parser": set(ReasoningParserManager.list_registered()),
+        # `--load-format runai_streamer` on pinned replicas (deploy/resources/weights.py); no public list in 0.32
+        "load_format": set(_LOAD_FORMAT_TO_MODEL_LOADER),
     }
 
 

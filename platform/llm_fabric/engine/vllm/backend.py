@@ -14,6 +14,10 @@ from llm_fabric.engine.reported import Reported
 from llm_fabric.engine.vllm import live
 from llm_fabric.engine.vllm.command import LAUNCHER, VLLM_VERSION, engine_command
 
+# vLLM's compile cache (torch.compile graphs, keyed by a hash of the configuration) on the node's model
+# cache, which the serving pods mount at /models: a restarted replica reuses it instead of recompiling.
+# vLLM leaves VLLM_CACHE_ROOT out of that hash (envs.py), so the path itself invalidates nothing.
+COMPILE_CACHE = "/models/compile-cache/vllm"
 PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric="vllm:num_requests_running")
 
 
@@ -25,7 +29,9 @@ class VllmBackend:
     model_positional: bool = True
     attention_dp: bool = False  # vLLM's DP attention is a layout (--parallelism dp-ep)
     image_options: tuple[str, str] = ("engine_image", "engine_image_rocm")
-    container_env: Mapping[str, str] = field(default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1"})
+    container_env: Mapping[str, str] = field(
+        default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": COMPILE_CACHE}
+    )
     probe_traits: ProbeTraits = field(default_factory=lambda: PROBE_TRAITS)
 
     def command(self, serving: ServingArgs) -> EngineCommand:

@@ -1,0 +1,139 @@
+"""`fabric weights`: the checkpoints a plan needs pinned in the site repo's `weights.lock`, and a model cache
+checked against it (the pod's own check)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.output import console
+
+if TYPE_CHECKING:
+    from llm_fabric.site.loader import SiteRepo
+    from llm_fabric.weights.pin import PinResult
+
+# the core is imported inside the commands: `fabric --help` imports this module
+
+
+def _default_cache() -> Path:
+    from llm_fabric.deploy.options import StackOptions  # the path the serving pods mount (hostPath)
+
+    return Path(str(StackOptions.model_fields["model_cache_path"].default))
+
+
+cache_option = click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The node's model cache folder (the serving pods' hostPath; default /var/lib/llm-fabric/models). "
+    "Its Hugging Face cache is CACHE/hf, the pods' HF_HOME.",
+)
+
+
+@click.group("weights")
+def weights_group() -> None:
+    """The weights every replica loads, pinned in weights.lock.
+
+    \b
+    Examples:
+      HF_ENDPOINT=https://hf-mirror.example.org fabric weights stage -C ./site --plan plan.json
+      fabric weights lock -C ./site --plan plan.json --cache /var/lib/llm-fabric/models
+      fabric weights verify -C ./site --cache /var/lib/llm-fabric/models
+    """
+
+
+plan_option = click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Plan from `fabric plan -o`; default: the site repo planned afresh.",
+)
+site_option = click.option("--site", "site_id", help="Only the checkpoints of replicas at this site.")
+
+
+def _needed(site_repo: Path, plan_file: Path | None, site_id: str | None) -> tuple[SiteRepo, dict[str, list[str]]]:
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.trust.sites import load_trusted_site
+    from llm_fabric.weights.needs import check_site, needed_checkpoints
+
+    site = load_trusted_site(site_repo)
+    check_site(site, site_id)
+    if plan_file is not None:
+        plan = load_plan(plan_file)
+    else:
+        from llm_fabric.plan.planning import plan_site  # the solver only when planning here
+
+        plan = plan_site(site)
+    return site, needed_checkpoints(site, plan, site_id)
+
+
+def _print_pins(result: PinResult, needed: dict[str, list[str]]) -> None:
+    for p in result.checkpoints:
+        console.print(
+            f"{p.state:9} {p.checkpoint}@{p.revision[:12]}: {p.files} files, {p.size} bytes "
+            f"(for {', '.join(needed[p.checkpoint])})",
+            markup=False,
+        )
+    what = "written" if result.written else "unchanged"
+    console.print(f"{result.lock_path}: {what} ({len(result.checkpoints)} checkpoints needed)", markup=False)
+
+
+@weights_group.command("stage")
+@site_repo_option()
+@plan_option
+@cache_option
+@site_option
+def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
+    """Download every checkpoint the plan needs into the model cache and pin it in weights.lock.
+
+    From the Hugging Face Hub, or the mirror HF_ENDPOINT names (HF_TOKEN for private or gated repos).
+    A pinned checkpoint is fetched at the lock's revision, a new one at the commit `main` names now; one
+    whose files already match the lock is not fetched at all. Then as `fabric weights lock`.
+    """
+    from llm_fabric.weights.stage import stage_checkpoints
+
+    site, needed = _needed(site_repo, plan_file, site_id)
+    hf_home = (cache or _default_cache()) / "hf"
+    endpoint, token = os.environ.get("HF_ENDPOINT") or None, os.environ.get("HF_TOKEN") or None
+    staged, result = stage_checkpoints(site, hf_home, list(needed), endpoint=endpoint, token=token)
+    for s in staged:
+        console.print(f"{s.action:10} {s.checkpoint}@{s.revision[:12]}", markup=False)
+    _print_pins(result, needed)
+
+
+@weights_group.command("lock")
+@site_repo_option()
+@plan_option
+@cache_option
+@site_option
+def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
+    """Pin every checkpoint the plan needs, as the model cache holds it, in weights.lock (no download).
+
+    A checkpoint the lock already pins keeps its revision; a new one takes the revision the cache's
+    refs/main names. Every file's size and sha256 is recorded; the lock is rewritten only when it changes.
+    """
+    from llm_fabric.weights.pin import pin_checkpoints
+
+    site, needed = _needed(site_repo, plan_file, site_id)
+    result = pin_checkpoints(site, (cache or _default_cache()) / "hf", list(needed))
+    _print_pins(result, needed)
+
+
+@weights_group.command("verify")
+@site_repo_option()
+@cache_option
+@click.option("--checkpoint", "checkpoints", multiple=True, help="Only this checkpoint (repeat); default: every one.")
+def verify_command(site_repo: Path, cache: Path | None, checkpoints: tuple[str, ...]) -> None:
+    """Check the model cache against weights.lock with the pod's own check (exit 2 naming each mismatch)."""
+    from llm_fabric.site.loader import load_site
+    from llm_fabric.weights.verify import verify_cache
+
+    hf_home = (cache or _default_cache()) / "hf"
+    for v in verify_cache(load_site(site_repo), hf_home, list(checkpoints)):
+        console.print(f"ok {v.checkpoint}@{v.revision[:12]}: {v.files} files, {v.size} bytes", markup=False)
+
+
+commands = [weights_group]

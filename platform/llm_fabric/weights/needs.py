@@ -1,0 +1,43 @@
+"""Which checkpoints a plan needs: every planned replica's recipe checkpoint for its quantization."""
+
+from __future__ import annotations
+
+from llm_fabric.documents import suggest
+from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.errors import UsageError
+from llm_fabric.plan.document import Plan
+from llm_fabric.site.loader import SiteRepo
+
+
+def check_site(site: SiteRepo, site_id: str | None) -> None:
+    if site_id is not None and site_id not in site.config.sites:
+        known = sorted(site.config.sites)
+        guess = suggest(site_id, known)
+        raise UsageError(
+            f"unknown site `{site_id}`",
+            hint=f"did you mean `{guess}`?" if guess else f"known sites: {', '.join(known)}",
+        )
+
+
+def needed_checkpoints(site: SiteRepo, plan: Plan, site_id: str | None = None) -> dict[str, list[str]]:
+    """Checkpoint repo id -> the deployments whose replicas (at `site_id`, or anywhere) load it."""
+    check_site(site, site_id)
+    if plan.federation != site.config.federation.name:
+        raise UsageError(
+            f"the plan is of federation `{plan.federation}`, "
+            f"the site repo {site.root} is `{site.config.federation.name}`",
+            hint=f"plan this site repo: `fabric plan -C {site.root} -o plan.json`",
+        )
+    needed: dict[str, set[str]] = {}
+    for replica in plan.replicas:
+        if site_id is not None and replica.site != site_id:
+            continue
+        deployment = site.deployments.get(replica.deployment)
+        if deployment is None:
+            raise UsageError(
+                f"the plan places deployment `{replica.deployment}`, which the site repo {site.root} does not have",
+                hint="re-run `fabric plan`: the plan is older than the site repo",
+            )
+        _, option = get_recipe(deployment.recipe).quantization(replica.quantization)
+        needed.setdefault(option.checkpoint, set()).add(replica.deployment)
+    return {name: sorted(deps) for name, deps in sorted(needed.items())}
