@@ -23,10 +23,11 @@ from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources import probes
 from llm_fabric.deploy.resources.allocations import pool_queue_name
+from llm_fabric.deploy.resources.disruption import disruption_budget
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
-from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement
+from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement, SurgeReplica
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.trust.sites import TrustedSite
 
@@ -37,11 +38,14 @@ ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/comp
 PROBE_PERIOD = 10
 # the replica's configuration fingerprint (engine.fingerprint, the plan's sha256): which replicas answer alike
 FINGERPRINT_ANNOTATION = "llm-fabric.io/config-fingerprint"
+# on a surge replica's pods (label and annotation): the replica it stands in for while that one restarts
+SURGE_FOR = "llm-fabric.io/surge-for"
 
 
 def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
     replicas = sorted((r for r in plan.replicas if r.site == site_id), key=lambda r: (r.deployment, r.index))
-    _check_nodes(site, replicas)
+    surges = site_surges(plan, site_id)
+    _check_nodes(site, replicas + [s.placement for s in surges])
     bundles = [
         Bundle("namespace", namespace, [_namespace(namespace)]),
         Bundle("priority-classes", "llm-fabric", _priority_classes()),
@@ -54,10 +58,29 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
     pool = pool_queue_name(site)
     for name, placed in sorted(by_deployment.items()):
         objects = [_service(name, namespace)]
+        if name in site.deployments:
+            objects.append(disruption_budget(site.deployments[name], namespace, ENGINE_LABELS))
         capacity = plan.deployments.get(name)
         objects += [_workload(r, site.nodes[r.node], namespace, options, pool, capacity) for r in placed]
+        objects += [
+            _surge_workload(s, site.nodes[s.placement.node], namespace, options, pool, capacity)
+            for s in surges
+            if s.placement.deployment == name
+        ]
         bundles.append(Bundle("served-model", name, objects))
     return bundles
+
+
+def site_surges(plan: Plan, site_id: str) -> list[SurgeReplica]:
+    """The rollout's surge replicas placed at `site_id`, in deployment and index order."""
+    if plan.rollout is None:
+        return []
+    found = [s for d in plan.rollout.deployments for s in d.surges if s.placement.site == site_id]
+    return sorted(found, key=lambda s: (s.placement.deployment, s.replaces))
+
+
+def surge_name(deployment: str, replaces: int) -> str:
+    return L.dns_name(deployment, "surge", str(replaces))
 
 
 def _check_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> None:
@@ -187,12 +210,13 @@ def _service(deployment: str, namespace: str) -> Manifest:
     }
 
 
-def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
-    labels = L.common_labels("engine", replica_name(replica)) | ENGINE_LABELS
+def replica_labels(replica: ReplicaPlacement, queue: str, surge: tuple[str, str] | None = None) -> dict[str, str]:
+    name = surge[0] if surge else replica_name(replica)
+    labels = L.common_labels("engine", name) | ENGINE_LABELS
     labels["app.kubernetes.io/name"] = replica.engine
     labels |= {
         L.DEPLOYMENT: replica.deployment,
-        L.REPLICA: replica_name(replica),
+        L.REPLICA: name,
         L.OWNER: replica.owner,
         L.SITE: replica.site,
         L.NODE: replica.node,
@@ -200,6 +224,8 @@ def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
     }
     if replica.dedicated_for:
         labels[L.DEDICATED_FOR] = replica.dedicated_for
+    if surge:
+        labels[SURGE_FOR] = surge[1]
     return labels
 
 
@@ -246,7 +272,12 @@ def _container(
 
 
 def _pod_spec(
-    replica: ReplicaPlacement, node: NodeManifest, options: StackOptions, hosts: list[str], container: dict[str, Any]
+    replica: ReplicaPlacement,
+    node: NodeManifest,
+    options: StackOptions,
+    hosts: list[str],
+    container: dict[str, Any],
+    name: str,
 ) -> dict[str, Any]:
     affinity: dict[str, Any] = {
         "nodeAffinity": {
@@ -258,7 +289,7 @@ def _pod_spec(
     if replica.worker_nodes:  # one pod of a group per node: each takes all of its node's GPUs
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {L.REPLICA: replica_name(replica)}}, "topologyKey": L.HOSTNAME}
+                {"labelSelector": {"matchLabels": {L.REPLICA: name}}, "topologyKey": L.HOSTNAME}
             ]
         }
     tolerations = [t.as_toleration() for t in L.node_taints(node)]
@@ -276,7 +307,7 @@ def _pod_spec(
     }
 
 
-def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
+def _annotations(replica: ReplicaPlacement, surge: tuple[str, str] | None = None) -> dict[str, str]:
     out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
         "fabric.llm/gpu-model": replica.gpu_model,
@@ -288,11 +319,30 @@ def _annotations(replica: ReplicaPlacement) -> dict[str, str]:
         out["fabric.llm/nodes"] = ",".join(replica.nodes)
     if replica.config_fingerprint is not None:
         out[FINGERPRINT_ANNOTATION] = replica.config_fingerprint.sha256
+    if surge:
+        out[SURGE_FOR] = surge[1]
     return out
 
 
 def _metadata(labels: dict[str, str], namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
     return {"name": labels[L.REPLICA], "namespace": namespace, "labels": labels, "annotations": annotations}
+
+
+def _surge_workload(
+    surge: SurgeReplica,
+    node: NodeManifest,
+    namespace: str,
+    options: StackOptions,
+    pool: str,
+    capacity: DeploymentCapacity | None,
+) -> Manifest:
+    """A surge replica: the replica's workload under its own name (its own selector, so neither the replica's
+    Deployment nor its direct Service takes its pods), with the deployment's labels (the deployment's Service,
+    PodDisruptionBudget and PodMonitor do) and `llm-fabric.io/surge-for` naming the replica it stands in for."""
+    replica = surge.placement
+    name = surge_name(replica.deployment, surge.replaces)
+    stands_in_for = L.dns_name(replica.deployment, str(surge.replaces))
+    return _workload(replica, node, namespace, options, pool, capacity, surge=(name, stands_in_for))
 
 
 def _workload(
@@ -302,15 +352,18 @@ def _workload(
     options: StackOptions,
     pool: str,
     capacity: DeploymentCapacity | None,
+    *,
+    surge: tuple[str, str] | None = None,
 ) -> Manifest:
+    """The replica's Deployment (a LeaderWorkerSet across nodes); `surge`: (its name, the replica it stands in for)."""
     if replica.worker_nodes:
-        return _leader_worker_set(replica, node, namespace, options, pool, capacity)
+        return _leader_worker_set(replica, node, namespace, options, pool, capacity, surge=surge)
     queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue)
+    labels = replica_labels(replica, queue, surge)
     selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
     container = _container(replica, node, options, namespace, capacity)
-    pod_spec = _pod_spec(replica, node, options, [replica.node], container)
-    annotations = _annotations(replica)
+    pod_spec = _pod_spec(replica, node, options, [replica.node], container, labels[L.REPLICA])
+    annotations = _annotations(replica, surge)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -361,20 +414,25 @@ def _leader_worker_set(
     options: StackOptions,
     pool: str,
     capacity: DeploymentCapacity | None,
+    *,
+    surge: tuple[str, str] | None = None,
 ) -> Manifest:
     """A multi-node replica: one LeaderWorkerSet group, the leader (API server) on `replica.node`, one headless
     worker on each other node. Kueue admits the group as one workload (the queue label on the set), so the
     GPUs of every node count against the queue together; a pod failing (a drained node) restarts the group."""
     queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue)
-    annotations = _annotations(replica)
-    leader = _pod_spec(replica, node, options, [replica.node], _container(replica, node, options, namespace, capacity))
+    labels = replica_labels(replica, queue, surge)
+    annotations = _annotations(replica, surge)
+    name = labels[L.REPLICA]
+    leader = _pod_spec(
+        replica, node, options, [replica.node], _container(replica, node, options, namespace, capacity), name
+    )
     worker_container = _container(replica, node, options, namespace, capacity)
     worker_container["command"] = ["/bin/sh", "-c"]
     worker_container["args"] = [worker_script(replica, len(replica.gpu_indices))]
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"):  # headless: no API server
         worker_container.pop(key)
-    worker = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container)
+    worker = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, name)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
     worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
     return {
