@@ -21,7 +21,7 @@ class DependencyMonitor(MockMonitor):  # type: ignore[misc]
         super().__init__(mocks)
         self.depends: dict[str, set[str]] = {}  # "Kind/name" of a Kubernetes object -> "Kind/name" it waits for
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (the gRPC method's name)
+    def RegisterResource(self, request: Any) -> Any:  # the gRPC method's name
         if request.type.startswith("kubernetes:"):
             self.depends[_object(request.type, request.name)] = {
                 _object(urn.split("::")[-2].split("$")[-1], urn.split("::")[-1])
