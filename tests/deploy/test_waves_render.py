@@ -121,6 +121,9 @@ def test_flux_chains_one_kustomization_per_wave_after_the_base(site_repo: Path, 
     assert base["path"] == "./deploy/brno/flux/base"
     wave1 = _load(flux / "kustomization-llm-fabric-brno-wave-1.yaml")["spec"]
     wave2 = _load(flux / "kustomization-llm-fabric-brno-wave-2.yaml")["spec"]
+    labels = [_load(flux / f"kustomization-llm-fabric-brno-wave-{n}.yaml")["metadata"]["labels"] for n in (1, 2)]
+    assert labels == [{"llm-fabric.io/wave-of": "llm-fabric-brno"}] * 2  # what `kubectl delete -l` selects
+    assert "labels" not in _load(flux / "kustomization-llm-fabric-brno.yaml")["metadata"]
     assert wave1["dependsOn"] == [{"name": "llm-fabric-brno"}]
     assert wave2["dependsOn"] == [{"name": "llm-fabric-brno-wave-1"}]
     assert (wave1["path"], wave2["path"]) == ("./deploy/brno/waves/wave-1", "./deploy/brno/waves/wave-2")

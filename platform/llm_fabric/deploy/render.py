@@ -33,6 +33,7 @@ from llm_fabric.errors import UsageError
 from llm_fabric.outdir import claim_folder
 
 KUSTOMIZATION = "kustomization.yaml"
+WAVE_OF = "llm-fabric.io/wave-of"  # on a wave's Flux Kustomization: the site's Kustomization it follows
 OPERATOR_API = "pulumi.com/v1"
 
 
@@ -220,6 +221,8 @@ def _render_flux(
     after = name
     for number in waves:
         wave = _flux_kustomization(f"{name}-wave-{number}", f"./{rel}/{wave_folder(number)}", name)
+        # what selects them for deletion once a render without the rollout has left them out
+        wave["metadata"]["labels"] = {WAVE_OF: name}
         wave["spec"]["dependsOn"] = [{"name": after}]
         wave["spec"]["timeout"] = f"{_wave_timeout_s(inputs, number)}s"
         applies.append(wave)
