@@ -88,6 +88,11 @@ def test_the_surge_is_served_by_the_deployments_service_but_is_no_replica_of_it(
     assert pod["annotations"]["llm-fabric.io/surge-for"] == "qwen3-5-0"
     assert pod["labels"][L.REPLICA] == "qwen3-5-surge-0"
     assert pod["labels"][L.NODE] == "hgx-h200-ceitec"
+    # its readiness reads no canary verdict (the one at its index is the restarting replica's); the replica's does
+    ready = surge["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
+    assert "--canary-url" not in ready and "--drain-file" in ready
+    replica_ready = replica["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
+    assert "--canary-url" in replica_ready
     affinity = surge["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == ["hgx-h200-ceitec"]

@@ -342,7 +342,15 @@ def _surge_workload(
     replica = surge.placement
     name = surge_name(replica.deployment, surge.replaces)
     stands_in_for = L.dns_name(replica.deployment, str(surge.replaces))
-    return _workload(replica, node, namespace, options, pool, capacity, surge=(name, stands_in_for))
+    workload = _workload(replica, node, namespace, options, pool, capacity, surge=(name, stands_in_for))
+    spec = workload["spec"]
+    template = spec["leaderWorkerTemplate"]["leaderTemplate"] if "leaderWorkerTemplate" in spec else spec["template"]
+    # the canary probes no surge, and its verdict at the surge's index is the restarting replica's: read, it
+    # would take the surge out of the Service exactly while it must serve
+    command = template["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
+    at = command.index("--canary-url")
+    del command[at : at + 2]
+    return workload
 
 
 def _workload(
