@@ -14,10 +14,16 @@ import yaml
 
 from llm_fabric.cli.main import main
 from llm_fabric.deploy import labels as L
+from llm_fabric.deploy.options import StackOptions
+from llm_fabric.deploy.resources.serving import build_serving
 from llm_fabric.deploy.waves import SYNC_WAVE
-from tests.deploy.crdschemas import crds_or_skip
+from llm_fabric.plan.document import DeploymentRollout, Rollout, RolloutWave, SurgeReplica
+from llm_fabric.plan.planning import plan_site
+from llm_fabric.site.models import Deployment, HostInventory, RdmaPort
+from tests.deploy.crdschemas import crds_or_skip, validate_custom
 from tests.deploy.planfixture import seed_plan
 from tests.deploy.rolloutfixture import rollout_plan
+from tests.plan.onesite import federation, node
 
 FLUX_REPO = "ssh://git@git.example/fed/site.git"
 
@@ -204,3 +210,54 @@ def test_a_pod_disruption_budget_per_deployment_from_its_rollout_policy(site_rep
         L.DEPLOYMENT: "qwen3-5",
     }
     assert budgets["poddisruptionbudget-glm-5-1.yaml"]["spec"]["maxUnavailable"] == 1  # the default
+
+
+def test_a_multi_node_surge_is_a_leader_worker_set_of_its_own() -> None:
+    ports = [
+        RdmaPort(
+            device=f"mlx5_{i}", port=1, link_layer="InfiniBand", rate_gbps=400, state="ACTIVE", physical_state="LinkUp"
+        )
+        for i in range(8)
+    ]
+    nodes = [node(n, "h100-sxm", host=HostInventory(rdma=ports)) for n in ("h100-a", "h100-b", "h100-c", "h100-d")]
+    deployment = Deployment(
+        name="deepseek-v3", recipe="deepseek-v3", quantization="fp8", replicas=1, data_classes=["public"]
+    )
+    site = federation(nodes, deployment)
+    plan = plan_site(site, time_limit_s=2)
+    [replica] = plan.replicas
+    spare = sorted({"h100-a", "h100-b", "h100-c", "h100-d"} - set(replica.nodes))
+    placement = replica.model_copy(update={"node": spare[0], "worker_nodes": [spare[1]]})
+    plan = plan.model_copy(
+        update={
+            "rollout": Rollout(
+                base_revision="0" * 40,
+                deployments=[
+                    DeploymentRollout(
+                        deployment=replica.deployment,
+                        max_unavailable=1,
+                        surges=[SurgeReplica(replaces=0, placement=placement, source="free")],
+                        waves=[RolloutWave(wave=1, surges=[0], serving=2, target=1)],
+                    )
+                ],
+            )
+        }
+    )
+    objects = [
+        o
+        for b in build_serving(site, plan, "brno", "llm-fabric", StackOptions(site_repo=Path("/x")))
+        for o in b.objects
+    ]
+    sets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "LeaderWorkerSet"}
+    assert sorted(sets) == ["deepseek-v3-0", "deepseek-v3-surge-0"]
+    surge = sets["deepseek-v3-surge-0"]
+    validate_custom(surge)
+    template = surge["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        labels = template[role]["metadata"]["labels"]
+        assert labels["llm-fabric.io/surge-for"] == "deepseek-v3-0" and labels[L.REPLICA] == "deepseek-v3-surge-0"
+        anti = template[role]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert anti[0]["labelSelector"]["matchLabels"] == {L.REPLICA: "deepseek-v3-surge-0"}
+    assert template["workerTemplate"]["metadata"]["labels"]["app.kubernetes.io/component"] == "engine-worker"
+    ready = template["leaderTemplate"]["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
+    assert "--canary-url" not in ready
