@@ -99,6 +99,8 @@ def test_the_surge_is_served_by_the_deployments_service_but_is_no_replica_of_it(
     assert "--canary-url" not in ready and "--drain-file" in ready
     replica_ready = replica["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
     assert "--canary-url" in replica_ready
+    prober = _load(site / "serving" / "configmap-fabric-canary.yaml")
+    assert '"rollout":null' in prober["data"]["plan.json"].replace(" ", "")  # the prober's plan has none
     affinity = surge["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
     terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms[0]["matchExpressions"][0]["values"] == ["hgx-h200-ceitec"]
