@@ -129,9 +129,10 @@ def render_stacks(
         _render_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, texts)
     if flux_repo is not None:
         _render_flux(inputs, site_dir, stacks, flux_repo, flux_branch, result, texts, sorted(waves))
-    # the folders of an earlier rollout's waves (and Flux's base beside them) go when no wave is left in them
-    for folder in (site_dir / "waves", site_dir / "flux" / "base"):
-        result.removed.extend(p for p in sorted(folder.rglob("*.yaml")) if p not in texts and p not in result.removed)
+    # an earlier rollout's waves go with it
+    result.removed.extend(
+        p for p in sorted((site_dir / "waves").rglob("*.yaml")) if p not in texts and p not in result.removed
+    )
     if check is not None:
         check([(path, texts[path]) for path in result.manifests])
     # OUT/SITE is the render's own (a marker file): stale files and a killed run's temp files go, nothing else
@@ -236,8 +237,10 @@ def _render_flux(
         texts[site_dir / "flux" / file_name(obj)] = dump_yaml(obj)
         result.manifests.append(site_dir / "flux" / file_name(obj))
     texts[site_dir / "flux" / KUSTOMIZATION] = dump_yaml(kustomization(names))
-    keep = {*names, KUSTOMIZATION}  # an earlier rollout's wave Kustomizations go (Flux then prunes their objects)
-    result.removed.extend(p for p in sorted((site_dir / "flux").glob("*.yaml")) if p.name not in keep)
+    # an earlier rollout's wave Kustomizations and base folder go (docs/deploy.md: deleting the Kustomizations
+    # on the cluster is the operator's, as applying flux/ is)
+    keep = {site_dir / "flux" / n for n in (*names, KUSTOMIZATION)} | set(texts)
+    result.removed.extend(p for p in sorted((site_dir / "flux").rglob("*.yaml")) if p not in keep)
 
 
 def _flux_kustomization(name: str, path: str, source: str) -> Manifest:
