@@ -8,10 +8,12 @@ from typing import Any
 import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
-from llm_fabric.deploy.build import StackInputs
+from llm_fabric.deploy.build import StackInputs, build_stack
 from llm_fabric.deploy.components import deploy_stack
+from llm_fabric.deploy.manifests import all_objects
+from llm_fabric.deploy.waves import SYNC_WAVE
 from tests.deploy.rolloutfixture import rollout_plan
-from tests.deploy.test_pulumi_stacks import RecordingMocks
+from tests.deploy.test_pulumi_stacks import RecordingMocks, kubernetes
 
 
 class DependencyMonitor(MockMonitor):  # type: ignore[misc]
@@ -66,3 +68,22 @@ def test_without_a_rollout_no_workload_waits_for_another(reference_inputs: Stack
     depends = _run(reference_inputs).depends
     assert depends["Deployment/qwen3-5-0"] == set()  # its component waits for the namespace's, not the object
     assert not any(d for d in depends.values())
+
+
+def test_the_stack_registers_the_rendered_objects_with_their_wave_marks(reference_inputs: StackInputs) -> None:
+    reference_inputs.plan = rollout_plan()
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="llm-fabric-serving", stack="brno", preview=False)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        components = deploy_stack("serving", inputs=reference_inputs)
+        return pulumi.Output.all(*[r.id for c in components for r in c.resources])
+
+    program()
+    registered = kubernetes(mocks)
+    rendered = {
+        f"{o['kind']}/{o['metadata']['name']}": o for o in all_objects(build_stack("serving", reference_inputs))
+    }
+    assert registered == rendered
+    assert registered["Deployment/qwen3-5-surge-0"]["metadata"]["annotations"][SYNC_WAVE] == "1"
