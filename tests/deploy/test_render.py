@@ -107,6 +107,7 @@ def test_rerender_is_quiet_and_prunes_what_is_gone(reference_inputs: StackInputs
     result = render_stacks(reference_inputs, tmp_path)
     assert [p.name for p in result.removed] == [
         "deployment-glm-5-1-0.yaml",
+        "poddisruptionbudget-glm-5-1.yaml",
         "service-glm-5-1-0-direct.yaml",
         "service-glm-5-1.yaml",
     ]

@@ -14,6 +14,7 @@ from llm_fabric.deploy.resources.gateway import build_gateway_bundles
 from llm_fabric.deploy.resources.observability import build_observability
 from llm_fabric.deploy.resources.serving import build_serving
 from llm_fabric.deploy.sites import resolve_site
+from llm_fabric.deploy.waves import mark_waves, workload_waves
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan, load_plan
 from llm_fabric.trust.sites import TrustedSite, load_trusted_site
@@ -59,6 +60,7 @@ def build_stack(stack: str, inputs: StackInputs) -> list[Bundle]:
         gateway += build_counter_bundles(inputs.site, inputs.site_id, inputs.namespace)
         # the namespace comes first; the LocalQueues live in it and the workloads name them
         canary = build_canary(inputs.site, plan, inputs.site_id, inputs.namespace)
+        mark_waves(serving, workload_waves(plan, inputs.site_id))
         return serving[:1] + build_local_queues(inputs.site, inputs.namespace) + serving[1:] + canary + gateway
     if stack == "observability":
         observability = build_observability(inputs.site, inputs.site_id, inputs.namespace, inputs.options)

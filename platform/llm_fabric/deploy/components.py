@@ -4,6 +4,12 @@ A stack's `__main__.py` calls `deploy_stack(NAME, pulumi.Config())`. Core kinds 
 pulumi-kubernetes resources (their awaiters know when a Deployment is ready); custom resources
 (Kueue, Prometheus Operator) become `apiextensions.CustomResource`. Either way the inputs are the
 manifest dicts `fabric render` writes, unchanged.
+
+A plan's rollout waves (`deploy.waves`) order the engine workloads: one of wave N is registered with
+`depends_on` every workload of wave N-1, and those of wave 1 with `depends_on` every object of the base (a
+Deployment counts as created once the pulumi-kubernetes awaiter sees it ready). A wave's workload stays the
+child of its served model's component: another parent would change its URN, which Pulumi carries out as a
+delete and a create of the object.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import pulumi_kubernetes as k8s
 from llm_fabric.deploy.build import StackInputs, build_stack, load_inputs
 from llm_fabric.deploy.manifests import Bundle, Manifest, object_id
 from llm_fabric.deploy.options import StackOptions, camel
+from llm_fabric.deploy.waves import wave_of
 
 TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
@@ -29,6 +36,7 @@ TYPED: dict[tuple[str, str], Any] = {
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("apps/v1", "DaemonSet"): k8s.apps.v1.DaemonSet,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
     ("scheduling.k8s.io/v1", "PriorityClass"): k8s.scheduling.v1.PriorityClass,
 }
 
@@ -62,11 +70,26 @@ class FabricConcept(pulumi.ComponentResource):
     """One concept of a stack (a served model, a tenant's queue, the alert rules) and its Kubernetes objects."""
 
     def __init__(self, stack: str, bundle: Bundle, opts: pulumi.ResourceOptions | None = None) -> None:
+        """Registers the bundle's base objects; those of a rollout wave wait for `add_wave`."""
         super().__init__(concept_type(stack, bundle.concept), bundle.name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.resources = [kubernetes_resource(obj, child) for obj in bundle.objects]
+        self.resources = [kubernetes_resource(obj, child) for obj in bundle.objects if not wave_of(obj)]
         self.object_ids = [object_id(obj) for obj in bundle.objects]
-        self.register_outputs({"objects": self.object_ids})
+        self.waves: dict[int, list[Manifest]] = {}
+        for obj in bundle.objects:
+            if wave_of(obj):
+                self.waves.setdefault(wave_of(obj), []).append(obj)
+        if not self.waves:
+            self.register_outputs({"objects": self.object_ids})
+
+    def add_wave(self, wave: int, after: list[pulumi.Resource]) -> list[pulumi.CustomResource]:
+        """Register this concept's objects of `wave`, each depending on `after` (the wave before's)."""
+        opts = pulumi.ResourceOptions(parent=self, depends_on=list(after))
+        added = [kubernetes_resource(obj, opts) for obj in self.waves.get(wave, [])]
+        self.resources += added
+        if wave == max(self.waves):
+            self.register_outputs({"objects": self.object_ids})
+        return added
 
 
 def options_from_config(config: pulumi.Config) -> StackOptions:
@@ -94,6 +117,9 @@ def deploy_stack(
         components.append(component)
         if bundle.concept == "namespace":
             depends.append(component)
+    after: list[pulumi.Resource] = [r for c in components for r in c.resources]  # the base
+    for wave in sorted({w for c in components for w in c.waves}):
+        after = [r for c in components if c.waves for r in c.add_wave(wave, after)] or after
     pulumi.export("site", inputs.site_id)
     pulumi.export("namespace", inputs.namespace)
     pulumi.export("objects", [oid for c in components for oid in c.object_ids])

@@ -37,7 +37,7 @@ def is_core(obj: Manifest) -> bool:
     group = api.rsplit("/", 1)[0] if "/" in api else ""
     if group in _CRD_GROUPS_UNDER_K8S_IO:
         return False
-    return group in ("", "apps") or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
+    return group in ("", "apps", "policy") or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
 
 
 def strict_schema(schema: Any) -> Any:
@@ -186,7 +186,8 @@ def check_manifests(
     problems: list[Problem] = []
     for path, text in manifests:
         obj = yaml.load(text, Loader=_Loader)
-        if not isinstance(obj, dict) or obj.get("kind") == "Kustomization":
+        # kustomize's own file is no cluster object; Flux's Kustomization (kustomize.toolkit.fluxcd.io) is one
+        if not isinstance(obj, dict) or str(obj.get("apiVersion", "")).startswith("kustomize.config.k8s.io/"):
             continue
         problems.extend(_check_one(path, text, obj, report, crds))
     if problems:

@@ -7,6 +7,11 @@ controller prunes them. With `operator_repo`, `<site>/operator/` holds Pulumi Ku
 `Stack` resources that run the same stacks from the site repo's git remote; with `flux_repo`,
 `<site>/flux/` holds the Flux GitRepository and Kustomization that make the site's cluster pull its
 own folder (and only it) from that remote.
+
+A plan with a rollout (`fabric plan --base`) moves the workloads its waves restart or bring up to
+`<site>/waves/wave-N/`, listed after the stacks in the site's `kustomization.yaml` (each carries Argo CD's
+sync-wave annotation); for Flux, `<site>/flux/` then also holds one Kustomization per wave, each waiting for
+the one before, and the base one applies `<site>/flux/base/` (the stacks without the waves).
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import yaml
 from llm_fabric import __version__
 from llm_fabric.atomicio import AtomicBatch
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
-from llm_fabric.deploy.manifests import Bundle, Manifest, all_objects, file_name
+from llm_fabric.deploy.manifests import Manifest, all_objects, file_name
+from llm_fabric.deploy.waves import wave_of
 from llm_fabric.distribution import data_path
 from llm_fabric.errors import UsageError
 from llm_fabric.outdir import claim_folder
 
 KUSTOMIZATION = "kustomization.yaml"
+WAVE_OF = "llm-fabric.io/wave-of"  # on a wave's Flux Kustomization: the site's Kustomization it follows
 OPERATOR_API = "pulumi.com/v1"
 
 
@@ -107,15 +114,25 @@ def render_stacks(
     site_dir = out / inputs.site_id
     result = RenderResult(out=out, site=inputs.site_id)
     texts: dict[Path, str] = {}
+    waves: dict[int, list[Manifest]] = {}
     for stack in stacks:
-        bundles = build_stack(stack, inputs)
-        _render_stack(site_dir / stack, bundles, result, texts)
-        result.objects[stack] = len(all_objects(bundles))
-    texts[site_dir / KUSTOMIZATION] = dump_yaml(kustomization(list(stacks)))
+        objects = all_objects(build_stack(stack, inputs))
+        for obj in objects:
+            if wave_of(obj):
+                waves.setdefault(wave_of(obj), []).append(obj)
+        _render_stack(site_dir / stack, [o for o in objects if not wave_of(o)], result, texts)
+        result.objects[stack] = len(objects)
+    for number, objects in sorted(waves.items()):
+        _render_stack(site_dir / wave_folder(number), objects, result, texts)
+    texts[site_dir / KUSTOMIZATION] = dump_yaml(kustomization([*stacks, *(wave_folder(n) for n in sorted(waves))]))
     if operator_repo is not None:
         _render_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, texts)
     if flux_repo is not None:
-        _render_flux(inputs, site_dir, flux_repo, flux_branch, result, texts)
+        _render_flux(inputs, site_dir, stacks, flux_repo, flux_branch, result, texts, sorted(waves))
+    # an earlier rollout's waves go with it
+    result.removed.extend(
+        p for p in sorted((site_dir / "waves").rglob("*.yaml")) if p not in texts and p not in result.removed
+    )
     if check is not None:
         check([(path, texts[path]) for path in result.manifests])
     # OUT/SITE is the render's own (a marker file): stale files and a killed run's temp files go, nothing else
@@ -130,16 +147,23 @@ def render_stacks(
     # stale files go only once the kustomizations that no longer list them are in place
     for stale in result.removed:
         stale.unlink(missing_ok=True)
+    emptied = [*sorted((site_dir / "waves").glob("wave-*")), site_dir / "waves", site_dir / "flux" / "base"]
+    for folder in (f for f in emptied if f.is_dir() and not any(f.iterdir())):
+        folder.rmdir()
     return result
+
+
+def wave_folder(number: int) -> str:
+    return f"waves/wave-{number}"
 
 
 def kustomization(resources: list[str]) -> dict[str, Any]:
     return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}
 
 
-def _render_stack(folder: Path, bundles: list[Bundle], result: RenderResult, texts: dict[Path, str]) -> None:
+def _render_stack(folder: Path, objects: list[Manifest], result: RenderResult, texts: dict[Path, str]) -> None:
     names: list[str] = []
-    for obj in all_objects(bundles):
+    for obj in objects:
         name = file_name(obj)
         if name in names:
             raise UsageError(f"two resources would be written to {folder / name}", hint="rename one of them")
@@ -164,10 +188,21 @@ def _repo_relative(inputs: StackInputs, site_dir: Path, option: str) -> Path:
 
 
 def _render_flux(
-    inputs: StackInputs, site_dir: Path, repo: str, branch: str, result: RenderResult, texts: dict[Path, str]
+    inputs: StackInputs,
+    site_dir: Path,
+    stacks: tuple[str, ...],
+    repo: str,
+    branch: str,
+    result: RenderResult,
+    texts: dict[Path, str],
+    waves: list[int],
 ) -> None:
     """`<site>/flux/`: a Flux GitRepository that pulls only this site's folder, with this site's own
-    credentials, and a Flux Kustomization that applies it. Each site's cluster gets only its own pair."""
+    credentials, and a Flux Kustomization that applies it. Each site's cluster gets only its own pair.
+
+    With rollout waves, the Kustomization applies `flux/base/` (the stacks, without the waves), and each wave
+    gets a Kustomization of its own that depends on the one before (the first on the base): Flux applies
+    wave N only once wave N-1's workloads are ready (`wait`)."""
     rel = _repo_relative(inputs, site_dir, "--flux-repo").as_posix()
     name = f"llm-fabric-{inputs.site_id}"
     source: Manifest = {
@@ -182,24 +217,55 @@ def _render_flux(
             "ignore": f"/*\n!/{rel}/\n",  # everything but this site's folder stays out of the artifact
         },
     }
-    apply: Manifest = {
+    base = f"./{rel}/flux/base" if waves else f"./{rel}"
+    applies = [_flux_kustomization(name, base, name)]
+    after = name
+    for number in waves:
+        wave = _flux_kustomization(f"{name}-wave-{number}", f"./{rel}/{wave_folder(number)}", name)
+        # what selects them for deletion once a render without the rollout has left them out
+        wave["metadata"]["labels"] = {WAVE_OF: name}
+        wave["spec"]["dependsOn"] = [{"name": after}]
+        wave["spec"]["timeout"] = f"{_wave_timeout_s(inputs, number)}s"
+        applies.append(wave)
+        after = wave["metadata"]["name"]
+    if waves:
+        # kustomize takes folders outside the kustomization's own as resources (not files): the stacks as they are
+        texts[site_dir / "flux" / "base" / KUSTOMIZATION] = dump_yaml(kustomization([f"../../{s}" for s in stacks]))
+    names = []
+    for obj in (source, *applies):
+        names.append(file_name(obj))
+        texts[site_dir / "flux" / file_name(obj)] = dump_yaml(obj)
+        result.manifests.append(site_dir / "flux" / file_name(obj))
+    texts[site_dir / "flux" / KUSTOMIZATION] = dump_yaml(kustomization(names))
+    # an earlier rollout's wave Kustomizations and base folder go (docs/deploy.md: deleting the Kustomizations
+    # on the cluster is the operator's, as applying flux/ is)
+    keep = {site_dir / "flux" / n for n in (*names, KUSTOMIZATION)} | set(texts)
+    result.removed.extend(p for p in sorted((site_dir / "flux").rglob("*.yaml")) if p not in keep)
+
+
+def _flux_kustomization(name: str, path: str, source: str) -> Manifest:
+    return {
         "apiVersion": "kustomize.toolkit.fluxcd.io/v1",
         "kind": "Kustomization",
         "metadata": {"name": name, "namespace": "flux-system"},
         "spec": {
             "interval": "10m",
-            "path": f"./{rel}",
+            "path": path,
             "prune": True,
+            # ready only once every object it applied is: what the next wave's dependsOn waits for
             "wait": True,
-            "sourceRef": {"kind": "GitRepository", "name": name},
+            "sourceRef": {"kind": "GitRepository", "name": source},
         },
     }
-    names = []
-    for obj in (source, apply):
-        names.append(file_name(obj))
-        texts[site_dir / "flux" / file_name(obj)] = dump_yaml(obj)
-        result.manifests.append(site_dir / "flux" / file_name(obj))
-    texts[site_dir / "flux" / KUSTOMIZATION] = dump_yaml(kustomization(names))
+
+
+def _wave_timeout_s(inputs: StackInputs, number: int) -> int:
+    """How long Flux waits for a wave's workloads: twice the slowest expected cold start of the wave (the
+    startup probe's budget), at least Flux's default of the interval; a wave still starting past it is
+    reported failed and checked again at the next interval."""
+    rollout = inputs.the_plan().rollout
+    cold = [w.cold_start_s for d in (rollout.deployments if rollout else []) for w in d.waves if w.wave == number]
+    return max(600, 2 * max(cold, default=0))
 
 
 def _render_operator(

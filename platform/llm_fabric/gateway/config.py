@@ -38,7 +38,7 @@ from llm_fabric.gateway.runtime.settings import (
     HookSettings,
     TenantAccess,
 )
-from llm_fabric.plan.document import Plan, ReplicaPlacement, load_plan
+from llm_fabric.plan.document import Plan, ReplicaPlacement, SurgeReplica, load_plan
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed, rule_refusals
 from llm_fabric.site.loader import SiteRepo
@@ -194,20 +194,28 @@ def check_one_fingerprint(plan: Plan) -> None:
     answer the same request differently with a 200 (seed 002): such a plan is refused, naming the
     replicas and the differing fields. A plan written before fingerprints carries none: with no
     fingerprint on any replica of a deployment there is nothing to compare.
+
+    A rollout's surge replicas count as replicas of their deployment, and nothing else is accepted
+    during a rollout: the plan is the merged revision's, so its replicas already carry the new
+    fingerprint, and so does a surge (it runs the new configuration). The pods of the old fingerprint
+    that still serve until their wave restarts them are not in the plan; they are the rollout's
+    transition, bounded by its waves, not a configuration the gateway is given.
     """
     problems = []
     for name in sorted({r.deployment for r in plan.replicas}):
-        replicas = plan.replicas_of(name)
-        groups: dict[str | None, list[ReplicaPlacement]] = {}
-        for r in replicas:
-            groups.setdefault(r.config_fingerprint.sha256 if r.config_fingerprint else None, []).append(r)
+        members = [(member_id(r, False), r) for r in plan.replicas_of(name)]
+        members += [(member_id(s.placement, True), s.placement) for s in plan_surges(plan, name)]
+        groups: dict[str | None, list[str]] = {}
+        for ident, r in members:
+            groups.setdefault(r.config_fingerprint.sha256 if r.config_fingerprint else None, []).append(ident)
         if len(groups) < 2:
             continue
-        first = replicas[0]
-        for key, members in groups.items():
+        first_id, first = members[0]
+        by_id = dict(members)
+        for key, idents in groups.items():
             if key == (first.config_fingerprint.sha256 if first.config_fingerprint else None):
                 continue
-            other = members[0]
+            other = by_id[idents[0]]
             if first.config_fingerprint is None or other.config_fingerprint is None:
                 fields = "one of them has no fingerprint (a plan written before fingerprints)"
             else:
@@ -215,10 +223,9 @@ def check_one_fingerprint(plan: Plan) -> None:
                     f"{first.config_fingerprint.describe_differences(other.config_fingerprint)} "
                     f"(fingerprint {first.config_fingerprint.short} vs {other.config_fingerprint.short})"
                 )
-            indices = ", ".join(f"{name}/{m.index}" for m in members)
             problems.append(
                 Problem(
-                    f"deployment `{name}`: replica {name}/{first.index} and replica(s) {indices} are configured "
+                    f"deployment `{name}`: replica {first_id} and replica(s) {', '.join(idents)} are configured "
                     f"differently: {fields}",
                     hint=f"re-plan (`fabric plan -o FILE`) so every replica of `{name}` is served alike",
                 )
@@ -228,6 +235,17 @@ def check_one_fingerprint(plan: Plan) -> None:
             f"the gateway would put differently configured replicas behind one model name ({len(problems)})",
             problems=problems,
         )
+
+
+def plan_surges(plan: Plan, deployment: str) -> list[SurgeReplica]:
+    """The rollout's surge replicas of `deployment` (none without a rollout)."""
+    rollouts = plan.rollout.deployments if plan.rollout is not None else []
+    return [s for d in rollouts if d.deployment == deployment for s in d.surges]
+
+
+def member_id(placement: ReplicaPlacement, surge: bool) -> str:
+    """`DEPLOYMENT/INDEX`, a surge's `DEPLOYMENT/surge-INDEX` (the replica it stands in for): never a replica's."""
+    return f"{placement.deployment}/{'surge-' if surge else ''}{placement.index}"
 
 
 def _allowed_sites(site: SiteRepo, policies: PolicySet, data_class: str, sites: list[str]) -> list[str]:
@@ -308,6 +326,7 @@ def build_gateway(
     externals: dict[str, str] | None = None,
     local: bool = False,
     replica_endpoints: dict[tuple[str, int], str] | None = None,
+    surge_endpoints: dict[tuple[str, int], str] | None = None,
 ) -> GatewayFiles:
     """The gateway of site `site_id`.
 
@@ -320,6 +339,9 @@ def build_gateway(
     the providers' URLs.
     `replica_endpoints` maps (deployment, index) to one of this site's replicas' own engine URL: such a
     replica gets an entry of its own (`model_info.fabric_replica`), which the canary's rotation can take out.
+    `surge_endpoints` maps (deployment, the index it stands in for) to a rollout's surge replica's own URL: it
+    gets an entry beside them (`DEPLOYMENT/surge-INDEX`, never a replica's id). Rendered, the gateway routes
+    through the deployment's Service, which selects the surge's pods as it does the replicas'.
     """
     gw = site.config.gateway or GatewayConfig()
     policies = effective_policies(site)
@@ -335,6 +357,7 @@ def build_gateway(
     gateways = [s for s in site.config.gateway_sites() if s != site_id]
 
     by_replica = replica_endpoints or {}
+    by_surge = surge_endpoints or {}
 
     def local_endpoint(dep: str) -> str | None:
         own = [
@@ -446,7 +469,9 @@ def build_gateway(
                     info = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": name, "fabric_relay": s}
                 model_name = group if s == first else relay_group(group, s)
                 own_entries = (
-                    _replica_entries(model_name, params, info, replicas, s, by_replica) if s == site_id else []
+                    _replica_entries(model_name, params, info, plan, name, s, by_replica, by_surge)
+                    if s == site_id
+                    else []
                 )
                 model_list += own_entries or [{"model_name": model_name, "litellm_params": params, "model_info": info}]
 
@@ -517,21 +542,32 @@ def _replica_entries(
     group: str,
     params: dict[str, Any],
     info: dict[str, Any],
-    replicas: list[ReplicaPlacement],
+    plan: Plan,
+    deployment: str,
     at: str,
     by_replica: dict[tuple[str, int], str],
+    by_surge: dict[tuple[str, int], str],
 ) -> list[dict[str, Any]]:
-    """One entry per replica at `at` that has its own endpoint (the canary's rotation takes such an entry out)."""
-    own = [r for r in replicas if r.site == at and (r.deployment, r.index) in by_replica]
+    """One entry per replica at `at` that has its own endpoint (the canary's rotation takes such an entry out),
+    and one per surge replica with its own endpoint (the canary knows no surge: its rotation leaves it in)."""
+    own = [
+        (member_id(r, False), by_replica[(r.deployment, r.index)])
+        for r in plan.replicas_of(deployment)
+        if r.site == at and (r.deployment, r.index) in by_replica
+    ]
+    own += [
+        (member_id(s.placement, True), by_surge[(deployment, s.replaces)])
+        for s in plan_surges(plan, deployment)
+        if s.placement.site == at and (deployment, s.replaces) in by_surge
+    ]
     share = max(math.floor(int(params["max_parallel_requests"]) / max(len(own), 1)), 1)
     return [
         {
             "model_name": group,
-            "litellm_params": params
-            | {"api_base": by_replica[(r.deployment, r.index)], "max_parallel_requests": share},
-            "model_info": info | {"id": f"{group}/{at}/{r.index}", "fabric_replica": f"{r.deployment}/{r.index}"},
+            "litellm_params": params | {"api_base": url, "max_parallel_requests": share},
+            "model_info": info | {"id": f"{group}/{at}/{ident.split('/', 1)[1]}", "fabric_replica": ident},
         }
-        for r in own
+        for ident, url in own
     ]
 
 

@@ -107,6 +107,7 @@ def site_plan(plan: Plan, site_id: str) -> Plan:
             "owners": {},
             "reclaim_order": [],
             "diff": None,
+            "rollout": None,  # the prober asks no surge (and another site's surge names that site's nodes)
             # the solver's time differs from one plan to the next: a render must be the same bytes each time
             "solver": plan.solver.model_copy(update={"wall_seconds": 0.0}),
         }

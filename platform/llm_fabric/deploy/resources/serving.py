@@ -23,11 +23,12 @@ from llm_fabric.deploy.manifests import Bundle, Manifest
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.resources import probes, weights
 from llm_fabric.deploy.resources.allocations import pool_queue_name
+from llm_fabric.deploy.resources.disruption import disruption_budget
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.capacity.cold_start import startup_budget_s
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
-from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement
+from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement, SurgeReplica
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.trust.sites import TrustedSite
 
@@ -38,11 +39,14 @@ ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/comp
 PROBE_PERIOD = 10
 # the replica's configuration fingerprint (engine.fingerprint, the plan's sha256): which replicas answer alike
 FINGERPRINT_ANNOTATION = "llm-fabric.io/config-fingerprint"
+# on a surge replica's pods (label and annotation): the replica it stands in for while that one restarts
+SURGE_FOR = "llm-fabric.io/surge-for"
 
 
 def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, options: StackOptions) -> list[Bundle]:
     replicas = sorted((r for r in plan.replicas if r.site == site_id), key=lambda r: (r.deployment, r.index))
-    _check_nodes(site, replicas)
+    surges = site_surges(plan, site_id)
+    _check_nodes(site, replicas + [s.placement for s in surges])
     bundles = [
         Bundle("namespace", namespace, [_namespace(namespace)]),
         Bundle("priority-classes", "llm-fabric", _priority_classes()),
@@ -50,7 +54,9 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
         Bundle("pod-monitor", "serving", [_pod_monitor(namespace)]),
     ]
     pinned = {(r.deployment, r.index): weights.pinned_weights(site, r) for r in replicas}
-    if locked := [p for p in pinned.values() if p is not None]:
+    surge_pinned = {(s.placement.deployment, s.replaces): weights.pinned_weights(site, s.placement) for s in surges}
+    locked = [p for p in [*pinned.values(), *surge_pinned.values()] if p is not None]
+    if locked:
         bundles.append(Bundle("weights-lock", "serving", [weights.lock_configmap(namespace, locked)]))
     by_deployment: dict[str, list[ReplicaPlacement]] = {}
     for replica in replicas:
@@ -58,13 +64,34 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
     pool = pool_queue_name(site)
     for name, placed in sorted(by_deployment.items()):
         objects = [_service(name, namespace)]
+        if name in site.deployments:
+            objects.append(disruption_budget(site.deployments[name], namespace, ENGINE_LABELS))
         capacity = plan.deployments.get(name)
         objects += [
             _workload(r, site.nodes[r.node], namespace, options, pool, capacity, pinned[(r.deployment, r.index)])
             for r in placed
         ]
+        objects += [
+            _surge_workload(
+                s, site.nodes[s.placement.node], namespace, options, pool, capacity, surge_pinned[(name, s.replaces)]
+            )
+            for s in surges
+            if s.placement.deployment == name
+        ]
         bundles.append(Bundle("served-model", name, objects))
     return bundles
+
+
+def site_surges(plan: Plan, site_id: str) -> list[SurgeReplica]:
+    """The rollout's surge replicas placed at `site_id`, in deployment and index order."""
+    if plan.rollout is None:
+        return []
+    found = [s for d in plan.rollout.deployments for s in d.surges if s.placement.site == site_id]
+    return sorted(found, key=lambda s: (s.placement.deployment, s.replaces))
+
+
+def surge_name(deployment: str, replaces: int) -> str:
+    return L.dns_name(deployment, "surge", str(replaces))
 
 
 def _check_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> None:
@@ -194,12 +221,13 @@ def _service(deployment: str, namespace: str) -> Manifest:
     }
 
 
-def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
-    labels = L.common_labels("engine", replica_name(replica)) | ENGINE_LABELS
+def replica_labels(replica: ReplicaPlacement, queue: str, surge: tuple[str, str] | None = None) -> dict[str, str]:
+    name = surge[0] if surge else replica_name(replica)
+    labels = L.common_labels("engine", name) | ENGINE_LABELS
     labels["app.kubernetes.io/name"] = replica.engine
     labels |= {
         L.DEPLOYMENT: replica.deployment,
-        L.REPLICA: replica_name(replica),
+        L.REPLICA: name,
         L.OWNER: replica.owner,
         L.SITE: replica.site,
         L.NODE: replica.node,
@@ -207,6 +235,8 @@ def replica_labels(replica: ReplicaPlacement, queue: str) -> dict[str, str]:
     }
     if replica.dedicated_for:
         labels[L.DEDICATED_FOR] = replica.dedicated_for
+    if surge:
+        labels[SURGE_FOR] = surge[1]
     return labels
 
 
@@ -268,6 +298,7 @@ def _pod_spec(
     hosts: list[str],
     container: dict[str, Any],
     pinned: weights.PinnedWeights | None,
+    name: str,
 ) -> dict[str, Any]:
     affinity: dict[str, Any] = {
         "nodeAffinity": {
@@ -279,7 +310,7 @@ def _pod_spec(
     if replica.worker_nodes:  # one pod of a group per node: each takes all of its node's GPUs
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {L.REPLICA: replica_name(replica)}}, "topologyKey": L.HOSTNAME}
+                {"labelSelector": {"matchLabels": {L.REPLICA: name}}, "topologyKey": L.HOSTNAME}
             ]
         }
     tolerations = [t.as_toleration() for t in L.node_taints(node)]
@@ -300,7 +331,9 @@ def _pod_spec(
     return spec
 
 
-def _annotations(replica: ReplicaPlacement, pinned: weights.PinnedWeights | None) -> dict[str, str]:
+def _annotations(
+    replica: ReplicaPlacement, pinned: weights.PinnedWeights | None, surge: tuple[str, str] | None = None
+) -> dict[str, str]:
     out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
         "fabric.llm/gpu-model": replica.gpu_model,
@@ -314,11 +347,39 @@ def _annotations(replica: ReplicaPlacement, pinned: weights.PinnedWeights | None
         out[FINGERPRINT_ANNOTATION] = replica.config_fingerprint.sha256
     if pinned is not None:
         out |= weights.revision_annotation(pinned)
+    if surge:
+        out[SURGE_FOR] = surge[1]
     return out
 
 
 def _metadata(labels: dict[str, str], namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
     return {"name": labels[L.REPLICA], "namespace": namespace, "labels": labels, "annotations": annotations}
+
+
+def _surge_workload(
+    surge: SurgeReplica,
+    node: NodeManifest,
+    namespace: str,
+    options: StackOptions,
+    pool: str,
+    capacity: DeploymentCapacity | None,
+    pinned: weights.PinnedWeights | None,
+) -> Manifest:
+    """A surge replica: the replica's workload under its own name (its own selector, so neither the replica's
+    Deployment nor its direct Service takes its pods), with the deployment's labels (the deployment's Service,
+    PodDisruptionBudget and PodMonitor do) and `llm-fabric.io/surge-for` naming the replica it stands in for."""
+    replica = surge.placement
+    name = surge_name(replica.deployment, surge.replaces)
+    stands_in_for = L.dns_name(replica.deployment, str(surge.replaces))
+    workload = _workload(replica, node, namespace, options, pool, capacity, pinned, surge=(name, stands_in_for))
+    spec = workload["spec"]
+    template = spec["leaderWorkerTemplate"]["leaderTemplate"] if "leaderWorkerTemplate" in spec else spec["template"]
+    # the canary probes no surge, and its verdict at the surge's index is the restarting replica's: read, it
+    # would take the surge out of the Service exactly while it must serve
+    command = template["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
+    at = command.index("--canary-url")
+    del command[at : at + 2]
+    return workload
 
 
 def _workload(
@@ -329,15 +390,18 @@ def _workload(
     pool: str,
     capacity: DeploymentCapacity | None,
     pinned: weights.PinnedWeights | None,
+    *,
+    surge: tuple[str, str] | None = None,
 ) -> Manifest:
+    """The replica's Deployment (a LeaderWorkerSet across nodes); `surge`: (its name, the replica it stands in for)."""
     if replica.worker_nodes:
-        return _leader_worker_set(replica, node, namespace, options, pool, capacity, pinned)
+        return _leader_worker_set(replica, node, namespace, options, pool, capacity, pinned, surge=surge)
     queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue)
+    labels = replica_labels(replica, queue, surge)
     selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
     container = _container(replica, node, options, namespace, capacity, pinned)
-    pod_spec = _pod_spec(replica, node, options, [replica.node], container, pinned)
-    annotations = _annotations(replica, pinned)
+    pod_spec = _pod_spec(replica, node, options, [replica.node], container, pinned, labels[L.REPLICA])
+    annotations = _annotations(replica, pinned, surge)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -389,15 +453,18 @@ def _leader_worker_set(
     pool: str,
     capacity: DeploymentCapacity | None,
     pinned: weights.PinnedWeights | None,
+    *,
+    surge: tuple[str, str] | None = None,
 ) -> Manifest:
     """A multi-node replica: one LeaderWorkerSet group, the leader (API server) on `replica.node`, one headless
     worker on each other node. Kueue admits the group as one workload (the queue label on the set), so the
     GPUs of every node count against the queue together; a pod failing (a drained node) restarts the group."""
     queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue)
-    annotations = _annotations(replica, pinned)
+    labels = replica_labels(replica, queue, surge)
+    annotations = _annotations(replica, pinned, surge)
+    name = labels[L.REPLICA]
     leader_container = _container(replica, node, options, namespace, capacity, pinned)
-    leader = _pod_spec(replica, node, options, [replica.node], leader_container, pinned)
+    leader = _pod_spec(replica, node, options, [replica.node], leader_container, pinned, name)
     worker_container = _container(replica, node, options, namespace, capacity, pinned)
     worker_container["command"] = ["/bin/sh", "-c"]
     worker_args = weights.loader_args(replica, replica.worker_engine_args) if pinned else replica.worker_engine_args
@@ -405,7 +472,7 @@ def _leader_worker_set(
     worker_container["args"] = [worker_script(worker, len(replica.gpu_indices))]
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"):  # headless: no API server
         worker_container.pop(key)
-    worker_spec = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, pinned)
+    worker_spec = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, pinned, name)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
     worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
     return {
