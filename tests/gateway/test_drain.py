@@ -35,7 +35,7 @@ from tests.gateway.conftest import require_gateway
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy.resources.probes import CANARY_PORT, CANARY_SERVICE
+from llm_fabric.deploy.resources.probes import CANARY_PORT, CANARY_SERVICE, ROTATION_MARGIN_S
 from llm_fabric.engine.local.server import free_port
 from llm_fabric.gateway.runtime.rotation import REFRESH_S
 from llm_fabric.plan.document import load_plan
@@ -199,7 +199,7 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
         notice = flag_value(command, "--notice-url")
         path = f"/replicas/{DEPLOYMENT}/{drained}/drain"
         assert notice == f"http://{CANARY_SERVICE}.{NAMESPACE}.svc.cluster.local:{CANARY_PORT}{path}"
-        assert float(flag_value(command, "--settle")) >= REFRESH_S
+        assert float(flag_value(command, "--settle")) >= REFRESH_S + ROTATION_MARGIN_S
         assert flag_value(command, "--running-metric") == RUNNING_METRIC
         settle = REFRESH_S + 2  # the rendered 30 s also waits for the Services' endpoints, which this test has not
         values = {"--port": str(a.port), "--drain-file": str(tmp_path / "draining"), "--settle": str(settle),

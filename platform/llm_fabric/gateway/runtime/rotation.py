@@ -25,8 +25,9 @@ which readiness empties only after a probe period or two, and LiteLLM would keep
 until a call to it failed. The filter acts at pick time only, so a stream already running on the
 replica goes on to its end; what the gateway picks in the `REFRESH_S` before it reads the mark, the
 drain counts and waits for (its settle is longer: deploy/resources/probes.DRAIN_SETTLE_S). The only
-replica of a deployment is kept while it drains (fail open, as above): it still serves until its
-engine stops, and the requests it takes are waited for by its drain like any other.
+replica of a deployment is not taken out while it drains (fail open, as above): there is no other
+to send its requests to; restarting it is an outage, which the rollout review shows, and what it
+still takes its drain waits for.
 """
 
 from __future__ import annotations
