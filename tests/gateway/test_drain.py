@@ -42,7 +42,7 @@ from llm_fabric.plan.document import load_plan
 
 pytestmark = [pytest.mark.slow]
 
-TOKENS = 80  # content chunks of each long stream, 0.2 s apart: 16 s, past the drain's settle
+TOKENS = 120  # content chunks of each long stream, 0.2 s apart: 24 s, well past the drain's settle
 NAMESPACE = "llm-fabric"
 
 
