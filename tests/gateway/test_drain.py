@@ -15,7 +15,6 @@ import contextlib
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ import pytest
 import yaml
 from tests.engine.probe_runner import PLATFORM, flag_value, probe_commands
 from tests.fixtures.gateway_site import edit_yaml
+from tests.fixtures.processes import background
 from tests.fixtures.streaming_engine import RUNNING_METRIC, StreamingEngine
 from tests.gateway.conftest import require_gateway
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site
@@ -101,23 +101,6 @@ def _wait(what: str, check: Any, logs: list[Path], timeout: float = 120) -> Any:
     raise AssertionError(f"{what} within {timeout} s:\n" + "\n".join(p.read_text()[-3000:] for p in logs))
 
 
-@contextlib.contextmanager
-def _process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})}
-        )
-    try:
-        yield process
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 @pytest.fixture
 def engines() -> Iterator[dict[int, StreamingEngine]]:
     started = {i: StreamingEngine(f"replica-{i}").start() for i in (0, 1)}
@@ -166,8 +149,8 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
     ]  # fmt: skip
     logs = [tmp_path / "prober.log", tmp_path / "gateway.log"]
     with (
-        _process(prober_argv, logs[0]),
-        _process(gateway_argv, logs[1], {"FABRIC_CANARY_URL": prober}),
+        background(prober_argv, logs[0]),
+        background(gateway_argv, logs[1], {"FABRIC_CANARY_URL": prober}),
     ):
         rotation = _wait("the prober did not serve its rotation", lambda: _get(f"{prober}/rotation"), logs)
         for i in (0, 1):
