@@ -29,7 +29,7 @@ import pytest
 import yaml
 from tests.engine.probe_runner import PLATFORM, flag_value, probe_commands
 from tests.fixtures.gateway_site import edit_yaml
-from tests.fixtures.processes import background
+from tests.fixtures.processes import background, wait_for
 from tests.fixtures.streaming_engine import RUNNING_METRIC, StreamingEngine
 from tests.gateway.conftest import require_gateway
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site
@@ -90,17 +90,6 @@ def _get(url: str) -> Any:
         return json.loads(response.read())
 
 
-def _wait(what: str, check: Any, logs: list[Path], timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            found = check()
-            if found:
-                return found
-        time.sleep(0.1)
-    raise AssertionError(f"{what} within {timeout} s:\n" + "\n".join(p.read_text()[-3000:] for p in logs))
-
-
 @pytest.fixture
 def engines() -> Iterator[dict[int, StreamingEngine]]:
     started = {i: StreamingEngine(f"replica-{i}").start() for i in (0, 1)}
@@ -152,11 +141,11 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
         background(prober_argv, logs[0]),
         background(gateway_argv, logs[1], {"FABRIC_CANARY_URL": prober}),
     ):
-        rotation = _wait("the prober did not serve its rotation", lambda: _get(f"{prober}/rotation"), logs)
+        rotation = wait_for("the prober did not serve its rotation", lambda: _get(f"{prober}/rotation"), logs)
         for i in (0, 1):
             entry = next(r for r in rotation["replicas"] if r["replica"] == f"{DEPLOYMENT}/{i}")
             assert entry["in_rotation"] is True and entry["reasons"] == []
-        _wait("the gateway did not start", lambda: _get(gateway + "/health/liveliness"), logs)
+        wait_for("the gateway did not start", lambda: _get(gateway + "/health/liveliness"), logs)
 
         # long streams until one replica has fewer in flight than the other (least-busy spreads them)
         streams: list[Stream] = []
@@ -166,7 +155,7 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
             stream.thread = threading.Thread(target=_read_stream, args=(request, stream), daemon=True)
             stream.thread.start()
             streams.append(stream)
-            _wait(
+            wait_for(
                 "a stream reached no engine", lambda: sum(len(e.served) for e in engines.values()) == len(streams), logs
             )
             counts = {i: len(e.running()) for i, e in engines.items()}
@@ -198,7 +187,7 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
             text=True,
             env={**os.environ, "PYTHONPATH": str(PLATFORM)},
         )
-        marked = _wait(
+        marked = wait_for(
             "the prober never showed the drain",
             lambda: (
                 next(r for r in _get(f"{prober}/rotation")["replicas"] if r["replica"] == f"{DEPLOYMENT}/{drained}")[

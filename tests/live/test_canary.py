@@ -33,7 +33,7 @@ from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.engine import START_TIMEOUT
 from tests.fixtures.gateway_site import edit_yaml
-from tests.fixtures.processes import background
+from tests.fixtures.processes import background, wait_for
 from tests.fixtures.silent_engine import SilentEngine
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site, promtool_lint
 
@@ -228,14 +228,7 @@ def _get(url: str) -> Any:
 
 
 def _wait(what: str, check: Any, log: Path, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            found = check()
-            if found:
-                return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout} s:\n{log.read_text()[-4000:]}")
+    return wait_for(what, check, [log], timeout, every=0.5)
 
 
 def test_the_gateway_stops_sending_requests_to_a_replica_the_prober_takes_out(fleet: Fleet, tmp_path: Path) -> None:
