@@ -14,10 +14,11 @@ when `--prometheus` is given; and a node the site repo marks cordoned), or that 
 - `POST /replicas/DEPLOYMENT/INDEX/drain` (body `{"seconds": S}`, optional): the replica is going away
   (`engine.runtime.probe drain`); it is out of rotation, reason `draining`, at once (not at the next
   cycle) and for S seconds (`DRAIN_MARK_S` without a body). The mark expires rather than being
-  cleared: the pod that sent it is gone by then (the drain's limit plus the engine's stop is its
-  grace period), and its replacement cannot be ready sooner (a cold start takes longer), so the new
-  pod comes back in rotation with no one having to say so. A repeated notice keeps the first `since`;
-  a prober that restarts forgets the marks (the replica then leaves by its Service's readiness);
+  cleared: the container that sent it is gone by then (the drain's limit plus the engine's stop is
+  its grace period), and its replacement (a new pod, or the container the kubelet restarts after a
+  failed liveness probe) is back in rotation when it expires, with no one having to say so; a cold
+  start seldom ends sooner. A repeated notice keeps the first `since`; a prober that restarts
+  forgets the marks (the replica then leaves by its Service's readiness alone);
 - `GET /metrics`: the canary exposition plus `fabric_canary_in_rotation`.
 """
 
