@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 from tests.fixtures.engine import ENGINE_RECIPE
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
+from tests.fixtures.processes import background
 
 from llm_fabric.engine.local.server import LocalEngine, free_port
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
@@ -147,24 +147,11 @@ def running_gateway(
     ]
     argv += [a for e in endpoints for a in ("--endpoint", e)] + [a for e in externals for a in ("--external", e)]
     argv += [a for p in peers for a in ("--peer", p)]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY, **(env or {})},
-        )
-    try:
+    with background(
+        argv, log, {"CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY, **(env or {})}
+    ) as process:
         wait_ready(f"http://127.0.0.1:{port}", process, log)
         yield f"http://127.0.0.1:{port}"
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +33,7 @@ from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.engine import START_TIMEOUT
 from tests.fixtures.gateway_site import edit_yaml
+from tests.fixtures.processes import background, wait_for
 from tests.fixtures.silent_engine import SilentEngine
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site, promtool_lint
 
@@ -228,32 +227,8 @@ def _get(url: str) -> Any:
         return json.loads(response.read())
 
 
-@contextlib.contextmanager
-def _process(argv: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, **(env or {})}
-        )
-    try:
-        yield process
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
 def _wait(what: str, check: Any, log: Path, timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            found = check()
-            if found:
-                return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what} within {timeout} s:\n{log.read_text()[-4000:]}")
+    return wait_for(what, check, [log], timeout, every=0.5)
 
 
 def test_the_gateway_stops_sending_requests_to_a_replica_the_prober_takes_out(fleet: Fleet, tmp_path: Path) -> None:
@@ -272,7 +247,7 @@ def test_the_gateway_stops_sending_requests_to_a_replica_the_prober_takes_out(fl
     with contextlib.redirect_stdout(buffer):
         assert main(["tenants", "key", "issue", "-C", str(fleet.repo), "muni-researchers", "--json"]) == 0
     key = json.loads(buffer.getvalue())["key"]
-    with _process(prober_argv, tmp_path / "prober.log"):
+    with background(prober_argv, tmp_path / "prober.log"):
         verdict = _wait(
             "the prober never failed the stand-in",
             lambda: (v := _get(f"{prober}/replicas/{DEPLOYMENT}/1"))["state"] == "fail" and v,
@@ -301,7 +276,7 @@ def test_the_gateway_stops_sending_requests_to_a_replica_the_prober_takes_out(fl
         ]  # fmt: skip
         gateway = f"http://127.0.0.1:{gateway_port}"
         log = tmp_path / "gateway.log"
-        with _process(gateway_argv, log, {"FABRIC_CANARY_URL": prober}):
+        with background(gateway_argv, log, {"FABRIC_CANARY_URL": prober}):
             config = yaml.safe_load(
                 (
                     _wait("no gateway config", lambda: (tmp_path / "gateway" / "litellm-config.yaml").is_file(), log)

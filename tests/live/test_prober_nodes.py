@@ -46,9 +46,13 @@ def exporter() -> Iterator[str]:
         yield address
 
 
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
 def _rotation(url: str) -> dict[str, dict[str, Any]]:
-    with urllib.request.urlopen(url + "/rotation", timeout=5) as response:
-        return {r["replica"]: r for r in json.loads(response.read())["replicas"]}
+    return {r["replica"]: r for r in _get(url + "/rotation")["replicas"]}
 
 
 def test_a_node_fatal_xid_a_cordoned_node_and_a_site_repo_cordon_take_their_replicas_out(
@@ -82,7 +86,9 @@ def test_a_node_fatal_xid_a_cordoned_node_and_a_site_repo_cordon_take_their_repl
         found: dict[str, dict[str, Any]] = {}
         while time.monotonic() < deadline and not found:
             with contextlib.suppress(OSError, ValueError):
-                found = _rotation(url)
+                # every replica is listed from the start (in, unknown): wait for the first run's findings
+                if _get(url + "/rotation")["checked_at"] is not None:
+                    found = _rotation(url)
             time.sleep(0.5)
         assert found, log.read_text()
         for replica in on["dgx-b300-01"]:

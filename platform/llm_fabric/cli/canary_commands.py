@@ -235,8 +235,12 @@ def _serve(
 
             write_atomic(metrics_file, exposition(run) + rotation_exposition(entries))
 
+    from llm_fabric.live.canary import CanaryRun
+
+    # every replica of the plan, in and unknown, until the first run: a drain notice may come before it
+    replicas = rotation(plan, CanaryRun([], []), {})
     err_console.print(f"canary prober on http://{address[0]}:{address[1]} (every {every:g}s)", markup=False)
-    serve(address, cycle, every, on_cycle=report)
+    serve(address, cycle, every, on_cycle=report, replicas=replicas)
 
 
 commands = [canary_command]

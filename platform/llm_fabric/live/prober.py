@@ -4,13 +4,21 @@ Every `every` seconds it runs the canary (`live.canary.run_canary`) over the rep
 then decides which replicas are out of the gateway's rotation: a replica whose canary fails (an
 engine that is down fails it: no answer), whose node has a firing node-fatal Xid alert
 (`FabricGpuXidNodeFatal`) or is cordoned (`kube_node_spec_unschedulable`, both read from Prometheus
-when `--prometheus` is given; and a node the site repo marks cordoned). A replica is back in as soon
-as a cycle finds none of these. It serves:
+when `--prometheus` is given; and a node the site repo marks cordoned), or that told it it is draining
+(its pod's preStop hook). A replica is back in as soon as a cycle finds none of these. It serves:
 
 - `GET /replicas/DEPLOYMENT/INDEX` -> `{"state": "pass"|"fail"|"unknown", ...}`: the canary verdict
   (the lanes' contract: a readiness probe may read it, and must fail open when the prober is away);
 - `GET /rotation` -> every replica with `in_rotation` and its reasons: what the gateway's
   `gateway.runtime.rotation` reads;
+- `POST /replicas/DEPLOYMENT/INDEX/drain` (body `{"seconds": S}`, optional): the replica is going away
+  (`engine.runtime.probe drain`); it is out of rotation, reason `draining`, at once (not at the next
+  cycle) and for S seconds (`DRAIN_MARK_S` without a body). The mark expires rather than being
+  cleared: the container that sent it is gone by then (the drain's limit plus the engine's stop is
+  its grace period), and its replacement (a new pod, or the container the kubelet restarts after a
+  failed liveness probe) is back in rotation when it expires, with no one having to say so; a cold
+  start seldom ends sooner. A repeated notice keeps the first `since`; a prober that restarts
+  forgets the marks (the replica then leaves by its Service's readiness alone);
 - `GET /metrics`: the canary exposition plus `fabric_canary_in_rotation`.
 """
 
@@ -23,7 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from llm_fabric.live.canary import CanaryRun, exposition
@@ -31,6 +39,9 @@ from llm_fabric.plan.document import Plan
 
 NODE_FATAL_ALERT = "FabricGpuXidNodeFatal"  # deploy/resources/observability.XID_ALERTS' node-fatal alert
 ROTATION_METRIC = "fabric_canary_in_rotation"
+DRAINING = "draining"  # the reason a drain notice puts on a replica
+DRAIN_MARK_S = 180.0  # a notice without `seconds`: past any pod's termination grace (deploy/resources/probes.py)
+DRAIN_MARK_MAX_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -107,19 +118,63 @@ def rotation_exposition(entries: list[RotationEntry]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class DrainMark:
+    since: float  # wall time of the first notice
+    until: float  # monotonic time the mark expires
+
+
+class UnknownReplica(LookupError):
+    """A drain notice for a replica the prober's plan does not have."""
+
+
 @dataclass
 class ProberState:
-    """The latest cycle's findings, read by the HTTP handler's threads."""
+    """The latest cycle's findings and the drain notices, read and written by the HTTP handler's threads.
+
+    `entries` starts as the plan's replicas, all in (`serve`'s `replicas`), so a notice that comes
+    before the first cycle is kept and shown."""
 
     run: CanaryRun | None = None
     entries: list[RotationEntry] = field(default_factory=list)
     checked_at: float | None = None
     notes: list[str] = field(default_factory=list)
+    draining: dict[tuple[str, int], DrainMark] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def update(self, run: CanaryRun, entries: list[RotationEntry], notes: list[str]) -> None:
         with self.lock:
             self.run, self.entries, self.notes, self.checked_at = run, entries, notes, time.time()
+
+    def drain(self, deployment: str, index: int, seconds: float) -> dict[str, object]:
+        """Mark a replica draining for `seconds` from now (UnknownReplica if the plan has none such)."""
+        key = (deployment, index)
+        with self.lock:
+            if not any((e.deployment, e.index) == key for e in self.entries):
+                raise UnknownReplica(f"{deployment}/{index}")
+            now = time.monotonic()
+            mark = self._mark(key, now)
+            until = max(now + seconds, mark.until if mark else 0.0)
+            self.draining[key] = DrainMark(mark.since if mark else time.time(), until)
+            since = self.draining[key].since
+        return {"replica": f"{deployment}/{index}", "draining": True, "since": since, "seconds": round(until - now, 1)}
+
+    def _mark(self, key: tuple[str, int], now: float) -> DrainMark | None:
+        mark = self.draining.get(key)
+        if mark is not None and mark.until <= now:
+            del self.draining[key]  # expired: the pod that sent it is gone
+            return None
+        return mark
+
+    def _entries(self) -> list[RotationEntry]:
+        """The cycle's entries with the drain notices applied (lock held)."""
+        now = time.monotonic()
+        out = []
+        for e in self.entries:
+            if self._mark((e.deployment, e.index), now) is not None and DRAINING not in e.reasons:
+                e = replace(e, reasons=[*e.reasons, DRAINING])
+            out.append(e)
+        return out
 
     def replica(self, deployment: str, index: int) -> dict[str, object]:
         with self.lock:
@@ -127,7 +182,7 @@ class ProberState:
                 (v for v in (self.run.replicas if self.run else []) if (v.deployment, v.index) == (deployment, index)),
                 None,
             )
-            entry = next((e for e in self.entries if (e.deployment, e.index) == (deployment, index)), None)
+            entry = next((e for e in self._entries() if (e.deployment, e.index) == (deployment, index)), None)
         if verdict is None:
             return {
                 "state": "unknown",
@@ -138,13 +193,28 @@ class ProberState:
 
     def rotation_document(self) -> dict[str, object]:
         with self.lock:
-            return {"checked_at": self.checked_at, "replicas": [e.as_dict() for e in self.entries], "notes": self.notes}
+            entries = self._entries()
+            return {"checked_at": self.checked_at, "replicas": [e.as_dict() for e in entries], "notes": self.notes}
 
     def metrics(self) -> str:
         with self.lock:
             if self.run is None:
                 return ""
-            return exposition(self.run) + rotation_exposition(self.entries)
+            return exposition(self.run) + rotation_exposition(self._entries())
+
+
+def _drain_seconds(raw: bytes) -> float | str:
+    """The notice's `seconds` (DRAIN_MARK_S without a body), or why the body is not accepted."""
+    if not raw.strip():
+        return DRAIN_MARK_S
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return 'the body is not JSON: send {"seconds": S} or nothing'
+    seconds = body.get("seconds", DRAIN_MARK_S) if isinstance(body, dict) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= DRAIN_MARK_MAX_S:
+        return f"`seconds` must be a number in (0, {DRAIN_MARK_MAX_S:g}], not {str(seconds)[:40]}"
+    return float(seconds)
 
 
 def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
@@ -170,6 +240,24 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send(404, json.dumps({"error": "GET /replicas/DEPLOYMENT/INDEX, /rotation or /metrics"}))
 
+        def do_POST(self) -> None:
+            parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            if not (len(parts) == 4 and parts[0] == "replicas" and parts[2].isdigit() and parts[3] == "drain"):
+                self._send(404, json.dumps({"error": f"POST {self.path}: only POST /replicas/DEPLOYMENT/INDEX/drain"}))
+                return
+            seconds = _drain_seconds(raw)
+            if isinstance(seconds, str):
+                self._send(400, json.dumps({"error": f"POST {self.path}: {seconds}"}))
+                return
+            try:
+                answer = state.drain(parts[1], int(parts[2]), seconds)
+            except UnknownReplica as exc:
+                self._send(404, json.dumps({"error": f"POST {self.path}: no replica {exc} in the prober's plan"}))
+                return
+            self._send(200, json.dumps(answer))
+
         def log_message(self, format: str, *args: object) -> None:
             return  # a probe every few seconds per pod: no access log
 
@@ -183,9 +271,11 @@ def serve(
     *,
     cycles: int | None = None,
     on_cycle: Callable[[CanaryRun, list[RotationEntry], list[str]], None] | None = None,
+    replicas: list[RotationEntry] | None = None,
 ) -> None:
-    """Serve the endpoints on `address` and run `cycle` every `every` seconds (`cycles` times, or forever)."""
-    state = ProberState()
+    """Serve the endpoints on `address` and run `cycle` every `every` seconds (`cycles` times, or forever);
+    `replicas`: the entries served until the first cycle ends (the plan's replicas, all in)."""
+    state = ProberState(entries=list(replicas or []))
     server = ThreadingHTTPServer(address, _handler(state))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

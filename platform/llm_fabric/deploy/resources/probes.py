@@ -12,7 +12,9 @@ put the probe first in a priority queue) comes from the backend.
 - readiness: loaded (health path), not draining (the drain file), generating (the last liveness verdict:
   a replica that stopped generating leaves the Service at once, long before its restart), canary not
   failing (the canary prober's verdict, read with fail-open: an unreachable prober leaves it ready);
-- preStop: `probe drain` marks the pod draining and waits for its streams to finish.
+- preStop: `probe drain` marks the pod draining, tells the canary prober (`drain_notice_url`: the
+  gateway takes the replica out of its rotation at its next refresh, see docs/gateway.md), and waits for
+  its streams to finish.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.engine.reported import flag
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.runtime.probe import DEFAULT_TOKENS as LIVE_TOKENS
+from llm_fabric.gateway.runtime.rotation import REFRESH_S
 from llm_fabric.plan.document import DeploymentCapacity, ReplicaPlacement
 
 PROBE_MODULE = "llm_fabric.engine.runtime.probe"
@@ -49,6 +52,13 @@ READINESS_FAILURES = 2
 READINESS_TIMEOUT_S = 5  # the program's two GETs (health path, canary verdict) take 2 s each at most
 
 TERMINATION_GRACE_S = 120
+# the drain's wait before it counts requests: the Service's endpoints follow readiness (unready after
+# READINESS_FAILURES periods, then one more), and the gateway's rotation reads the prober's drain mark
+# within REFRESH_S; requests it admitted meanwhile are then counted and waited for
+ROTATION_MARGIN_S = 5
+DRAIN_SETTLE_S = max(
+    READINESS_PERIOD_S * READINESS_FAILURES + READINESS_PERIOD_S, math.ceil(REFRESH_S) + ROTATION_MARGIN_S
+)
 ENGINE_STOP_S = 15  # of the grace period, left for the engine's own shutdown after the drain
 
 # the canary prober (deploy/resources/canary.py renders it, from these): its Service, port and pod labels;
@@ -117,6 +127,11 @@ def canary_url(replica: ReplicaPlacement, namespace: str) -> str:
     return f"http://{CANARY_SERVICE}.{namespace}.svc.cluster.local:{CANARY_PORT}/replicas/{replica.deployment}/{replica.index}"
 
 
+def drain_notice_url(replica: ReplicaPlacement, namespace: str) -> str:
+    """The prober's `POST` that takes the replica out of the gateway's rotation (docs/canary.md)."""
+    return canary_url(replica, namespace) + "/drain"
+
+
 def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTiming) -> list[str]:
     engine = backend(replica.engine)
     model = engine.planned_config(args)["served_model_name"]
@@ -154,9 +169,8 @@ def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str) ->
     ]
 
 
-def drain_command(replica: ReplicaPlacement, args: list[str]) -> list[str]:
+def drain_command(replica: ReplicaPlacement, args: list[str], namespace: str) -> list[str]:
     traits = backend(replica.engine).probe_traits
-    settle = READINESS_PERIOD_S * READINESS_FAILURES + READINESS_PERIOD_S  # unready, then the endpoints follow
     return [
         traits.python,
         "-m",
@@ -169,9 +183,11 @@ def drain_command(replica: ReplicaPlacement, args: list[str]) -> list[str]:
         "--running-metric",
         traits.running_metric,
         "--settle",
-        str(settle),
+        str(DRAIN_SETTLE_S),
         "--limit",
         str(TERMINATION_GRACE_S - ENGINE_STOP_S),
+        "--notice-url",
+        drain_notice_url(replica, namespace),
     ]
 
 
@@ -206,7 +222,7 @@ def container_probes(
             "timeoutSeconds": timing.timeout_s,
             "failureThreshold": timing.failure_threshold,
         },
-        "lifecycle": {"preStop": {"exec": {"command": drain_command(replica, args)}}},
+        "lifecycle": {"preStop": {"exec": {"command": drain_command(replica, args, namespace)}}},
     }
 
 

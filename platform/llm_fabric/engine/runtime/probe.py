@@ -2,7 +2,7 @@
 
     python3 -m llm_fabric.engine.runtime.probe live  --port 8000 --model NAME --deadline S [--state-file F] ...
     python3 -m llm_fabric.engine.runtime.probe ready --port 8000 --drain-file F [--canary-url URL] ...
-    python3 -m llm_fabric.engine.runtime.probe drain --port 8000 --drain-file F --running-metric M ...
+    python3 -m llm_fabric.engine.runtime.probe drain --port 8000 --drain-file F --running-metric M [--notice-url U] ...
 
 - `live`: one streamed, greedy completion of a fixed prompt (`PROMPT`, `--tokens` output tokens) to the
   engine's own OpenAI port; passes when the answer ends (every token or an early stop) within
@@ -15,8 +15,12 @@
   that cannot be reached, or answers anything else, does not make the replica unready (fail open): the
   prober being down must not empty every Service.
 - `drain` (the container's preStop): writes the drain file (readiness turns false, the Service drops the
-  pod), waits `--settle` seconds for that to reach the endpoints, then until the engine's running-requests
-  gauge (`--running-metric` on /metrics) reads 0, or `--limit` seconds have passed; then Kubernetes stops it.
+  pod), tells the canary prober (`--notice-url`, its `POST /replicas/DEPLOYMENT/INDEX/drain`: the
+  gateway, which addresses each replica itself, takes it out of its rotation at its next refresh), waits
+  `--settle` seconds for both to take effect, then until the engine's running-requests gauge
+  (`--running-metric` on /metrics) reads 0, or `--limit` seconds have passed; then Kubernetes stops it.
+  The notice is best effort: one that cannot be delivered (`NOTICE_TIMEOUT_S`) is said in the drain's
+  line and the drain goes on (the replica then leaves by its Services' readiness alone).
 
 Exit status 0 passes, 1 fails, 2 a command line this program does not accept; one line on stdout says
 why (the kubelet puts it in the pod's events). What differs per engine (its health path, its metric,
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -40,6 +45,10 @@ from typing import Any
 # short and ordinary, so that every tokenizer makes few tokens of it and every model continues it
 PROMPT = "The capital of France is"
 DEFAULT_TOKENS = 4
+NOTICE_TIMEOUT_S = 2.0
+# the prober keeps the drain mark for the drain's limit and this much more: the engine's own stop and the
+# kubelet's kill (deploy/resources/probes.ENGINE_STOP_S is 15 s); a replacement's cold start seldom ends sooner
+NOTICE_MARGIN_S = 30.0
 _CONNECT_ERRORS = (urllib.error.URLError, TimeoutError, OSError)
 
 
@@ -214,19 +223,49 @@ def _running(port: int, metric: str, timeout: float) -> float | None:
     return total if seen else None
 
 
-def drain(port: int, drain_file: Path, metric: str, settle: float, limit: float, poll: float) -> str:
+def _notify(url: str, seconds: float, told: list[str]) -> None:
+    """POST the drain notice; what came of it into `told` (one line)."""
+    body = json.dumps({"seconds": seconds}).encode()
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=NOTICE_TIMEOUT_S) as response:
+            response.read()
+        told.append("the gateway was told (the prober took it out of rotation)")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", errors="replace")[:200]
+        told.append(f"the gateway was not told: the prober answered {exc.code}: {detail}")
+    except _CONNECT_ERRORS as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        told.append(f"the gateway was not told: the prober could not be reached ({reason})")
+
+
+def drain(
+    port: int, drain_file: Path, metric: str, settle: float, limit: float, poll: float, notice_url: str | None = None
+) -> str:
     start = time.monotonic()
     drain_file.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n", encoding="utf-8")
-    time.sleep(min(settle, limit))  # the Service's endpoints follow readiness a probe period or two later
+    told: list[str] = []
+    notice = None
+    if notice_url is not None:
+        # in a thread: a name that does not resolve is not bounded by the socket timeout, and the drain
+        # must not wait on the prober
+        notice = threading.Thread(target=_notify, args=(notice_url, limit + NOTICE_MARGIN_S, told), daemon=True)
+        notice.start()
+    # the Service's endpoints follow readiness a probe period or two later; the gateway's rotation its refresh
+    time.sleep(min(settle, limit))
+    if notice is not None:
+        notice.join(max(0.0, NOTICE_TIMEOUT_S - (time.monotonic() - start)))
+        told = told or [f"the gateway was not told: the prober did not answer within {NOTICE_TIMEOUT_S:g} s"]
+    said = f" ({told[0]})" if told else ""
     while True:
         running = _running(port, metric, timeout=poll)
         waited = time.monotonic() - start
         if running is None:
-            return f"drained: /metrics has no {metric} after {waited:.0f} s (the engine is gone or silent)"
+            return f"drained: /metrics has no {metric} after {waited:.0f} s (the engine is gone or silent){said}"
         if running == 0:
-            return f"drained: no request running after {waited:.0f} s"
+            return f"drained: no request running after {waited:.0f} s{said}"
         if waited >= limit:
-            return f"stopping with {running:g} requests still running: the {limit:g} s drain limit passed"
+            return f"stopping with {running:g} requests still running: the {limit:g} s drain limit passed{said}"
         time.sleep(poll)
 
 
@@ -254,6 +293,7 @@ def _parser() -> argparse.ArgumentParser:
     p_drain.add_argument("--settle", type=float, default=20.0, help="seconds for the endpoints to drop the pod")
     p_drain.add_argument("--limit", type=float, required=True, help="seconds to wait at most")
     p_drain.add_argument("--poll", type=float, default=2.0)
+    p_drain.add_argument("--notice-url", help="the canary prober's drain endpoint for this replica (POST)")
     return cli
 
 
@@ -274,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
             live_state = args.live_state_file
             message = ready(args.port, args.health_path, args.drain_file, live_state, args.canary_url, args.timeout)
         else:
-            message = drain(args.port, args.drain_file, args.running_metric, args.settle, args.limit, args.poll)
+            message = drain(
+                args.port, args.drain_file, args.running_metric, args.settle, args.limit, args.poll, args.notice_url
+            )
     except ProbeFailed as exc:
         print(f"{args.probe}: FAIL: {exc}", flush=True)
         return 1

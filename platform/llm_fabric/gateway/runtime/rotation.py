@@ -18,6 +18,16 @@ of the deployment at that site is out (the Service's own readiness takes single 
 fails open: a prober that cannot be read takes nothing out (its last answer stands for
 `STALE_AFTER_S`), and a filter that would leave a request no deployment at all leaves the list as
 it was: the alerts page a human for a deployment that is wholly out, the gateway does not black it out.
+
+Draining (a replica's preStop told the prober, reason `draining`) is one more way out, and the reason
+the gateway reads the prober rather than the Services: its entries are the replicas' direct Services,
+which readiness empties only after a probe period or two, and LiteLLM would keep picking the entry
+until a call to it failed. The filter acts at pick time only, so a stream already running on the
+replica goes on to its end; what the gateway picks in the `REFRESH_S` before it reads the mark, the
+drain counts and waits for (its settle is longer: deploy/resources/probes.DRAIN_SETTLE_S). The only
+replica of a deployment is not taken out while it drains (fail open, as above): there is no other
+to send its requests to; restarting it is an outage, which the rollout review shows, and what it
+still takes its drain waits for.
 """
 
 from __future__ import annotations
