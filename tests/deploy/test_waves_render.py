@@ -99,6 +99,11 @@ def test_the_surge_is_served_by_the_deployments_service_but_is_no_replica_of_it(
     assert "--canary-url" not in ready and "--drain-file" in ready
     replica_ready = replica["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
     assert "--canary-url" in replica_ready
+    # nor does its drain tell the prober: the mark at its index would take the restarted replica out of rotation
+    surge_drain = surge["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    replica_drain = replica["spec"]["template"]["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert "--notice-url" not in surge_drain and "--drain-file" in surge_drain
+    assert replica_drain[replica_drain.index("--notice-url") + 1].endswith("/replicas/qwen3-5/0/drain")
     prober = _load(site / "serving" / "configmap-fabric-canary.yaml")
     assert '"rollout":null' in prober["data"]["plan.json"].replace(" ", "")  # the prober's plan has none
     affinity = surge["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]

@@ -374,11 +374,17 @@ def _surge_workload(
     workload = _workload(replica, node, namespace, options, pool, capacity, pinned, surge=(name, stands_in_for))
     spec = workload["spec"]
     template = spec["leaderWorkerTemplate"]["leaderTemplate"] if "leaderWorkerTemplate" in spec else spec["template"]
-    # the canary probes no surge, and its verdict at the surge's index is the restarting replica's: read, it
-    # would take the surge out of the Service exactly while it must serve
-    command = template["spec"]["containers"][0]["readinessProbe"]["exec"]["command"]
-    at = command.index("--canary-url")
-    del command[at : at + 2]
+    # the canary probes no surge, and the prober's verdict and drain mark at the surge's index are the restarting
+    # replica's: the readiness probe reading the verdict would take the surge out of the Service exactly while it
+    # must serve, and the surge's own drain (when the next render removes it) would take the restarted replica
+    # out of the gateway's rotation. The gateway reaches a surge through the deployment's Service.
+    container = template["spec"]["containers"][0]
+    for command, flag in (
+        (container["readinessProbe"]["exec"]["command"], "--canary-url"),
+        (container["lifecycle"]["preStop"]["exec"]["command"], "--notice-url"),
+    ):
+        at = command.index(flag)
+        del command[at : at + 2]
     return workload
 
 
