@@ -189,3 +189,18 @@ def test_an_unchanged_site_restarts_nothing() -> None:
     base = _site(MISTRAL, GPT_OSS)
     _, _, rollout = _review(base, base)
     assert rollout.deployments == [] and rollout.waves == 0 and rollout.refused == []
+
+
+def test_a_replica_starting_on_gpus_another_deployment_frees_waits_for_that_wave() -> None:
+    # the node's 8 GPUs: gpt-oss 7, mistral 1. The change shrinks gpt-oss to 6 (and restarts them, one a wave)
+    # and adds a mistral replica, which can only go on the GPU the removed gpt-oss replica frees
+    base = _site(MISTRAL, GPT_OSS)
+    change = _change(_change(base, "gpt-oss-120b", replicas=6, max_model_len=16384), "mistral-small-4", replicas=2)
+    base_plan, plan, rollout = _review(base, change)
+    [removed] = [r for r in base_plan.replicas_of("gpt-oss-120b") if r.index == 6]
+    [added] = [r for r in plan.replicas_of("mistral-small-4") if r.index == 1]
+    assert (added.node, added.gpu_indices) == (removed.node, removed.gpu_indices)
+    waves = {(d.deployment, i): w.wave for d in rollout.deployments for w in d.waves for i in w.restarts}
+    assert waves[("mistral-small-4", 1)] >= waves[("gpt-oss-120b", 6)] > 1
+    gpt = next(d for d in rollout.deployments if d.deployment == "gpt-oss-120b")
+    assert max(len(w.restarts) for w in gpt.waves[:-1]) == 1  # its own steps are unchanged

@@ -10,7 +10,10 @@ restart is a replica down for a cold start. Per deployment, the waves are:
    ones serve.
 
 Empty waves are left out, so a deployment's surges are its wave 1 and its restarts start at wave 2;
-the site applies every deployment's wave k together (docs/deploy.md "Rollouts"). A restart that would
+the site applies every deployment's wave k together (docs/deploy.md "Rollouts"). Across deployments one
+order is kept (`_after_the_holders`): a replica that starts on GPUs another deployment's base replica
+holds goes in that replica's wave or later, or its pod would wait for GPUs that a later wave frees while
+the controller waits for its wave to be ready. A restart that would
 leave nothing serving and finds no room for a surge is an outage of one cold start: refused unless the
 deployment says `rollout.accept_outage`.
 """
@@ -194,6 +197,34 @@ def _accepted(change: _Change) -> str | None:
     return None
 
 
+def _after_the_holders(rollouts: list[DeploymentRollout], base_plan: Plan, plan: Plan) -> list[DeploymentRollout]:
+    """Each deployment's waves shifted (all together, so its own `max_unavailable` steps stay as they are)
+    until every replica that starts on GPUs another deployment's base replica holds is in that replica's
+    wave or later: the same wave is enough, as a Recreate Deployment stops its old pod before the new one
+    is scheduled. Shifts only ever go later, and the passes are bounded by the deployments' count."""
+    holder = {(n, g): (r.deployment, r.index) for r in base_plan.replicas for n in r.nodes for g in r.gpu_indices}
+    new = {(r.deployment, r.index): r for r in plan.replicas}
+    by_name = {d.deployment: d for d in rollouts}
+    for _ in range(len(rollouts)):
+        wave_of = {(d.deployment, i): w.wave for d in rollouts for w in d.waves for i in w.restarts}
+        shifts: dict[str, int] = {}
+        for (name, index), wave in wave_of.items():
+            replica = new.get((name, index))
+            seats = {(n, g) for n in replica.nodes for g in replica.gpu_indices} if replica is not None else set()
+            for other in {holder[s] for s in seats if s in holder and holder[s][0] != name}:
+                if other in wave_of and wave_of[other] > wave:
+                    shifts[name] = max(shifts.get(name, 0), wave_of[other] - wave)
+        if not shifts:
+            break
+        for name, by in shifts.items():
+            d = by_name[name]
+            by_name[name] = d.model_copy(
+                update={"waves": [w.model_copy(update={"wave": w.wave + by}) for w in d.waves]}
+            )
+        rollouts = [by_name[d.deployment] for d in rollouts]
+    return rollouts
+
+
 def plan_rollout(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan, base_rev: str) -> Rollout:
     """How `plan` replaces `base_plan` replica by replica, and whether it may (`Rollout.refused`)."""
     changes = _changes(site, base_site, base_plan, plan)
@@ -220,4 +251,4 @@ def plan_rollout(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: 
                 outage_accepted=_accepted(change) if outage is not None else None,
             )
         )
-    return Rollout(base_revision=base_rev, deployments=out)
+    return Rollout(base_revision=base_rev, deployments=_after_the_holders(out, base_plan, plan))
