@@ -183,6 +183,14 @@ def test_the_cache_role_verifies_staged_weights_against_the_lock(
     ) in message
     assert f"missing (not staged): {snapshot / 'config.json'}." in message
     assert message.endswith("re-stage with `fabric weights stage`")
+    # sizes only, as `-e fabric_engine_cache_weights_checksum=false` passes it (a string): the one changed byte
+    # goes unseen, the missing file does not
+    sizes_only = provision_node(
+        site, NODE, host.target(), options=StackOptions(site_repo=root), mode="files",
+        overrides=_paths(tmp_path) | {"fabric_engine_cache_weights_checksum": "false"},
+    )  # fmt: skip
+    message = next(f for f in sizes_only.failures if "Refuse files" in f)
+    assert "differ from weights.lock" not in message and "missing (not staged)" in message
 
 
 @pytest.mark.slow
