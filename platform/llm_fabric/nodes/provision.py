@@ -51,8 +51,8 @@ def kernel_packages(node: NodeManifest) -> list[str]:
 def weights_vars(lock: WeightsLock) -> list[dict[str, Any]]:
     """weights.lock as the fabric_engine_cache role takes it (`fabric_engine_cache_weights`).
 
-    Every checkpoint of the lock: `fabric weights stage` puts each one the plan needs into each site's
-    model cache, and the lock holds no other.
+    Every checkpoint of the lock: the lock does not say which node serves which, and `fabric weights
+    stage` stages the plan's checkpoints into each site's model cache before nodes are provisioned.
     """
     return [
         {"checkpoint": repo_id, "revision": locked.revision, "files": [f.model_dump() for f in locked.files]}
