@@ -18,6 +18,7 @@ from llm_fabric.enrollment.admission import decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.facts import DEFAULT_MODELS_DIR, DEFAULT_READ_PROBE_MIB, ProbeResult
 from llm_fabric.enrollment.parsers.storage_read import parse_dd_transfer, parse_read_probe
+from llm_fabric.playbook_runner import run_playbook
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.trust.signatures import key_id, sign_manifest, verify_manifest
 from tests.fixtures.factsbundle import make_bundle
@@ -197,3 +198,25 @@ def test_a_model_cache_in_memory_is_labelled_so(
         assert list(cache.iterdir()) == []
     finally:
         cache.rmdir()
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_the_always_task_removes_a_probe_file_left_behind(
+    make_test_host: Callable[..., TestHost], tmp_path: Path
+) -> None:
+    # a probe shell killed before its own cleanup leaves its file: the playbook's `always` task removes it
+    # (the probe itself is off here, so only that task can have removed the file)
+    host = make_test_host("h100x8")
+    left = tmp_path / ".fabric-read-probe-5eed-4242"
+    left.write_bytes(b"x" * 4096)
+    other = tmp_path / ".fabric-read-probe-0ther-4242"  # another run's file is not this run's to remove
+    other.write_bytes(b"y")
+    extravars = {
+        "fabric_marker": "@@fabric-probe-5eed",
+        "fabric_engine_cache_models_dir": str(tmp_path / "models"),
+        "fabric_enroll_read_probe_mib": 0,
+    }
+    result = run_playbook("enroll.yml", [host.target()], extravars=extravars)
+    assert result.succeeded, result.failures
+    assert not left.exists() and other.exists()
