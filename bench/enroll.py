@@ -23,7 +23,7 @@ from tests.fixtures.testhost import TestHostFactory
 from llm_fabric.enrollment.admission import decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
 from llm_fabric.enrollment.enroll import EnrollRequest, build_manifest
-from llm_fabric.enrollment.facts import gather
+from llm_fabric.enrollment.facts import ReadProbe, gather
 from llm_fabric.enrollment.registry import register
 from llm_fabric.init import init_site
 from llm_fabric.site.loader import load_site
@@ -38,7 +38,9 @@ def enroll_many(count: int, work: Path) -> float:
     try:
         hosts = [factory.make("h100x8", uuid_salt=f"bench-{i}", name=f"h{i}") for i in range(count)]
         start = time.perf_counter()
-        result = gather([h.target() for h in hosts], forks=count)
+        # every test host shares this machine's disk: a small read probe each, in the hosts' own folder
+        probe = ReadProbe(str(work / "hosts"), size_mib=8)
+        result = gather([h.target() for h in hosts], forks=count, read_probe=probe)
         for host in hosts:
             inventory = inventory_from_bundle(result.bundles[host.name])
             verdict = decide(inventory)

@@ -12,7 +12,7 @@ import pytest
 
 from llm_fabric.documents import load_model
 from llm_fabric.enrollment.assembly import inventory_from_bundle
-from llm_fabric.enrollment.facts import gather
+from llm_fabric.enrollment.facts import ReadProbe, gather
 from llm_fabric.site.models import NodeManifest
 from tests.fixtures.testhost import TestHost
 
@@ -34,7 +34,7 @@ def enroll(site: Path, host: TestHost, name: str, *extra: str) -> subprocess.Com
 
 def test_probe_outputs_arrive_byte_for_byte(make_test_host: Callable[..., TestHost]) -> None:
     hosts = [make_test_host("h100x8"), make_test_host("mi300x4"), make_test_host("unreachable")]
-    result = gather([h.target() for h in hosts])
+    result = gather([h.target() for h in hosts], read_probe=ReadProbe(str(hosts[0].tool_dir.parent), 4))
     h100 = result.bundles[hosts[0].name].probes
     assert h100["nvidia_csv"].stdout == (hosts[0].tool_dir.parent / "data" / "nvidia-smi-query-gpu.csv").read_text()
     assert h100["rocm_smi"].rc == 127

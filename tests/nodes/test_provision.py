@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -9,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from llm_fabric.deploy.options import StackOptions
+from llm_fabric.init import init_site
 from llm_fabric.nodes.provision import drain_node, provision_node, provision_vars
 from llm_fabric.site.loader import load_site
+from llm_fabric.site.weights_lock import LOCK_FILE, LockedCheckpoint, LockedFile, WeightsLock
 from tests.deploy.conftest import REFERENCE
 
 NODE = "hgx-h200-ceitec"  # 4 x H200 on NVSwitch, like the h200x4 test host
@@ -98,6 +102,95 @@ def test_drain_marks_the_manifest_without_a_cluster(tmp_path: Path) -> None:
     assert result.succeeded, result.failures
     assert "\nstatus: retired\n" in manifest.read_text()
     assert drain_node(NODE, manifest=manifest, status="retired", skip_kubectl=True).changed == 0
+
+
+CHECKPOINT, REVISION = "Qwen/Qwen3-0.6B", "c1899de289a04d12100db370d81485cdf75e47ca"
+
+
+def _stage(models: Path) -> WeightsLock:
+    """Files in the Hugging Face cache layout, hashed here, and the lock that pins them.
+
+    The lock is made from site/weights_lock.py's models because `fabric weights stage` (another lane of
+    this change) writes the real one; the lead chains the real stage with this role after the merge.
+    As huggingface_hub does, one file is a blob linked from the snapshot, one a plain file.
+    """
+    repo = models / "hf" / "hub" / f"models--{CHECKPOINT.replace('/', '--')}"
+    snapshot = repo / "snapshots" / REVISION
+    snapshot.mkdir(parents=True)
+    weights = b"\x00\x01safetensors" * 4096
+    config = b'{"architectures": ["Qwen3ForCausalLM"]}\n'
+    blob = repo / "blobs" / hashlib.sha256(weights).hexdigest()
+    blob.parent.mkdir()
+    blob.write_bytes(weights)
+    (snapshot / "model.safetensors").symlink_to(Path("../../blobs") / blob.name)
+    (snapshot / "config.json").write_bytes(config)
+    files = [
+        LockedFile(path=name, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+        for name, data in (("config.json", config), ("model.safetensors", weights))
+    ]
+    return WeightsLock(checkpoints={CHECKPOINT: LockedCheckpoint(revision=REVISION, files=files)})
+
+
+def test_the_lock_becomes_the_cache_roles_variable() -> None:
+    node = load_site(REFERENCE).nodes[NODE]
+    lock = WeightsLock(
+        checkpoints={
+            CHECKPOINT: LockedCheckpoint(revision=REVISION, files=[LockedFile(path="a", size=1, sha256="0" * 64)])
+        }
+    )
+    extravars = provision_vars(node, StackOptions(site_repo=REFERENCE), "files", lock)
+    assert extravars["fabric_engine_cache_weights"] == [
+        {"checkpoint": CHECKPOINT, "revision": REVISION, "files": [{"path": "a", "size": 1, "sha256": "0" * 64}]}
+    ]
+    assert provision_vars(node, StackOptions(site_repo=REFERENCE), "files")["fabric_engine_cache_weights"] == []
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_the_cache_role_verifies_staged_weights_against_the_lock(
+    make_test_host: Callable[..., Any], tmp_path: Path
+) -> None:
+    host = make_test_host("h200x4")
+    lock = _stage(tmp_path / "models")
+    # the lock travels as the site repo's weights.lock, read by the site loader like `fabric provision` does
+    root = init_site(tmp_path / "site", "cerit-sc").root
+    (root / LOCK_FILE).write_text(yaml.safe_dump(lock.model_dump(mode="json"), sort_keys=False))
+    site = load_site(root)
+    assert site.weights_lock == lock
+
+    def run() -> Any:
+        return provision_node(
+            site, NODE, host.target(), options=StackOptions(site_repo=root), mode="files", overrides=_paths(tmp_path)
+        )
+
+    first = run()
+    assert first.succeeded, first.failures
+    second = run()
+    assert second.succeeded and second.changed == 0, second.stats
+
+    snapshot = tmp_path / "models" / "hf" / "hub" / "models--Qwen--Qwen3-0.6B" / "snapshots" / REVISION
+    blob = (snapshot / "model.safetensors").resolve()
+    blob.write_bytes(blob.read_bytes()[:-1] + b"!")  # same size, one byte changed
+    (snapshot / "config.json").unlink()
+    failed = run()
+    assert not failed.succeeded
+    message = next(f for f in failed.failures if "Refuse files" in f)
+    expected = next(f.sha256 for f in lock.checkpoints[CHECKPOINT].files if f.path == "model.safetensors")
+    found = hashlib.sha256(blob.read_bytes()).hexdigest()
+    assert (
+        f"differ from weights.lock: {snapshot / 'model.safetensors'} (expected sha256 {expected}, "
+        f"{blob.stat().st_size} bytes; found sha256 {found}, {blob.stat().st_size} bytes)"
+    ) in message
+    assert f"missing (not staged): {snapshot / 'config.json'}." in message
+    assert message.endswith("re-stage with `fabric weights stage`")
+    # sizes only, as `-e fabric_engine_cache_weights_checksum=false` passes it (a string): the one changed byte
+    # goes unseen, the missing file does not
+    sizes_only = provision_node(
+        site, NODE, host.target(), options=StackOptions(site_repo=root), mode="files",
+        overrides=_paths(tmp_path) | {"fabric_engine_cache_weights_checksum": "false"},
+    )  # fmt: skip
+    message = next(f for f in sizes_only.failures if "Refuse files" in f)
+    assert "differ from weights.lock" not in message and "missing (not staged)" in message
 
 
 @pytest.mark.slow

@@ -38,6 +38,25 @@ def _connection_options(func: Any) -> Any:
     return func
 
 
+def _read_probe_options(func: Any) -> Any:
+    # the defaults are enrollment.facts' DEFAULT_MODELS_DIR / DEFAULT_READ_PROBE_MIB (not imported: see above)
+    func = click.option(
+        "--read-probe-mib",
+        metavar="N",
+        type=click.IntRange(min=0),
+        default=512,
+        show_default=True,
+        help="Size of the file written and read back to measure the model cache's read speed; 0: do not measure.",
+    )(func)
+    return click.option(
+        "--model-cache",
+        metavar="DIR",
+        default="/var/lib/llm-fabric/models",
+        show_default=True,
+        help="The node's model cache folder (its nearest existing parent before provisioning): whose disk is measured.",
+    )(func)
+
+
 class _Progress:
     """A spinner while Ansible runs (on stderr, so --json output stays clean)."""
 
@@ -110,6 +129,7 @@ def print_verdict(result: EnrollResult) -> None:
     help="Node name (default: NAME with --facts, else the machine's short hostname).",
 )
 @_connection_options
+@_read_probe_options
 @click.option(
     "--facts", "facts_file", type=click.Path(dir_okay=False, path_type=Path), help="Decide from a saved bundle."
 )
@@ -181,6 +201,7 @@ def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
     "mi355x8) instead of gathering; HOST names it (default: NAME).",
 )
 @_connection_options
+@_read_probe_options
 def facts_command(
     host: str | None,
     out: Path,
@@ -189,6 +210,8 @@ def facts_command(
     ssh_user: str | None,
     ssh_port: int | None,
     ssh_key: Path | None,
+    model_cache: str,
+    read_probe_mib: int,
 ) -> None:
     """Only gather HOST's facts into a bundle, for `fabric enroll --facts` on another machine.
 
@@ -219,6 +242,8 @@ def facts_command(
         ssh_user=ssh_user,
         ssh_port=ssh_port,
         ssh_key=ssh_key,
+        model_cache=model_cache,
+        read_probe_mib=read_probe_mib,
     )
     with _Progress(host) as progress:
         bundle = gather_one(request, progress)

@@ -34,6 +34,7 @@ CHECK_IDS = (
     "driver_floor",
     "mig_disabled",
     "ecc",
+    "storage_read",
 )
 
 
@@ -244,6 +245,19 @@ def _ecc(ctx: _Context) -> _Outcome:
     return None, None, "ECC state not reported"
 
 
+def _storage_read(ctx: _Context) -> _Outcome:
+    """Informational: a slow model cache makes every cold start slow, it never makes a machine unfit.
+
+    Not measured (no probe, a failed probe, a read that only reached the page cache) warns, like every
+    check that cannot tell.
+    """
+    host, floor = ctx.inventory.host, ctx.threshold("storage_read")
+    if host.storage_read_mb_s is None:
+        return None, None, host.storage_read_detail or "not measured"
+    ok = isinstance(floor, int | float) and host.storage_read_mb_s >= floor
+    return ok, host.storage_read_mb_s, host.storage_read_detail
+
+
 _CHECKS: dict[str, Callable[[_Context], _Outcome]] = {
     "fp8_hardware": _fp8,
     "aggregate_memory": _memory,
@@ -254,6 +268,7 @@ _CHECKS: dict[str, Callable[[_Context], _Outcome]] = {
     "driver_floor": _driver,
     "mig_disabled": _mig,
     "ecc": _ecc,
+    "storage_read": _storage_read,
 }
 
 

@@ -18,7 +18,17 @@ import re
 
 from llm_fabric.enrollment.facts import FactsBundle, ProbeResult
 from llm_fabric.enrollment.inventory import GpuDevice, GpuReport, HostFacts, Inventory
-from llm_fabric.enrollment.parsers import amd, amd_smi, nvidia_csv, nvidia_text, nvidia_topo, nvidia_xml, rdma, values
+from llm_fabric.enrollment.parsers import (
+    amd,
+    amd_smi,
+    nvidia_csv,
+    nvidia_text,
+    nvidia_topo,
+    nvidia_xml,
+    rdma,
+    storage_read,
+    values,
+)
 from llm_fabric.errors import ParseError
 
 NOT_FOUND = 127
@@ -193,7 +203,19 @@ def host_facts(bundle: FactsBundle) -> HostFacts:
     facts.nics = [n for n in (_value(p.get("nics")) or "").split() if n != "lo"]
     sysfs, ibstat = _value(p.get("rdma_ports")), _value(p.get("ibstat"))
     facts.rdma = (rdma.parse_rdma_sysfs(sysfs) if sysfs else []) or (rdma.parse_ibstat(ibstat) if ibstat else [])
+    _storage_read(p.get("storage_read"), facts)
     return facts
+
+
+def _storage_read(probe: ProbeResult | None, facts: HostFacts) -> None:
+    if probe is None:
+        # a bundle from a fabric without the probe, or a sample machine: nothing was measured
+        facts.storage_read_detail = "not measured: the facts have no read probe"
+        return
+    speed = storage_read.parse_read_probe(probe.rc, probe.stdout)
+    facts.storage_read_mb_s = speed.mb_s
+    facts.storage_read_method = speed.method
+    facts.storage_read_detail = speed.detail
 
 
 __all__ = ["ParseError", "host_facts", "inventory_from_bundle"]

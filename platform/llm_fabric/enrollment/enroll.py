@@ -9,7 +9,15 @@ from pathlib import Path
 
 from llm_fabric.enrollment.admission import Verdict, decide
 from llm_fabric.enrollment.assembly import inventory_from_bundle
-from llm_fabric.enrollment.facts import FactsBundle, ProgressCallback, gather, load_bundle
+from llm_fabric.enrollment.facts import (
+    DEFAULT_MODELS_DIR,
+    DEFAULT_READ_PROBE_MIB,
+    FactsBundle,
+    ProgressCallback,
+    ReadProbe,
+    gather,
+    load_bundle,
+)
 from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
 from llm_fabric.enrollment.registry import Registration, load_nodes, refuse_claimed_gpus, register
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
@@ -37,6 +45,8 @@ class EnrollRequest:
     facts_file: Path | None = None
     dry_run: bool = False
     branch: str | None = None  # commit the enrolment to this branch (for review), not to the checkout
+    model_cache: str = DEFAULT_MODELS_DIR  # the folder whose disk's read speed is measured
+    read_probe_mib: int = DEFAULT_READ_PROBE_MIB
 
 
 @dataclass
@@ -79,7 +89,8 @@ def gather_one(request: EnrollRequest, progress: ProgressCallback | None = None)
     target = Target(
         "target", request.host, request.connection, user=request.ssh_user, port=request.ssh_port, key=request.ssh_key
     )
-    result = gather([target], forks=1, progress=progress)
+    probe = ReadProbe(request.model_cache, request.read_probe_mib)
+    result = gather([target], forks=1, progress=progress, read_probe=probe)
     if "target" in result.unreachable:
         raise UsageError(
             f"host {request.host} is unreachable: {result.unreachable['target']}",

@@ -24,6 +24,11 @@ from llm_fabric.errors import UsageError
 from llm_fabric.playbook_runner import Connection, Target, run_playbook
 
 PROBE_TASK = "Run the probes"
+# the provisioning role's model cache (fabric_engine_cache defaults, StackOptions.model_cache_path)
+DEFAULT_MODELS_DIR = "/var/lib/llm-fabric/models"
+# big enough that a fast NVMe disk reads it for a measurable fraction of a second, small enough to
+# write in seconds on any disk the fabric would use
+DEFAULT_READ_PROBE_MIB = 512
 
 
 class ProbeResult(FabricModel):
@@ -49,8 +54,23 @@ class GatherResult:
 ProgressCallback = Callable[[str, str], None]  # (host, what is happening)
 
 
+@dataclass(frozen=True)
+class ReadProbe:
+    """The read speed probe of enroll.yml: whose disk it measures and how many MiB it reads back (0: none)."""
+
+    models_dir: str = DEFAULT_MODELS_DIR
+    size_mib: int = DEFAULT_READ_PROBE_MIB
+
+    def extravars(self) -> dict[str, object]:
+        return {"fabric_engine_cache_models_dir": self.models_dir, "fabric_enroll_read_probe_mib": self.size_mib}
+
+
 def gather(
-    targets: Sequence[Target], *, forks: int | None = None, progress: ProgressCallback | None = None
+    targets: Sequence[Target],
+    *,
+    forks: int | None = None,
+    progress: ProgressCallback | None = None,
+    read_probe: ReadProbe | None = None,
 ) -> GatherResult:
     """Run the enroll playbook once over all targets (in parallel, `forks` at a time)."""
     names = [t.name for t in targets]
@@ -66,7 +86,7 @@ def gather(
     run = run_playbook(
         "enroll.yml",
         targets,
-        extravars={"fabric_marker": marker},
+        extravars={"fabric_marker": marker} | (read_probe or ReadProbe()).extravars(),
         forks=forks or min(len(targets), 20),
         on_event=on_event,
     )

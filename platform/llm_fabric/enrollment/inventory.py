@@ -20,6 +20,8 @@ Interconnect = Literal["nvswitch", "nvlink", "xgmi", "pcie"]
 # where Inventory.driver_version comes from: the GPU tool itself, the amdgpu kernel module's own
 # version (sysfs/modinfo), or nowhere because amdgpu is the one built into the Linux kernel
 DriverSource = Literal["tool", "amdgpu module", "in-kernel"]
+# how the read speed probe kept the page cache out (enrollment/parsers/storage_read.py)
+ReadMethod = Literal["direct", "nocache", "cached"]
 
 
 class GpuDevice(FabricModel):
@@ -75,6 +77,10 @@ class HostFacts(HostInventory):
 
     disks: list[str] = Field(default_factory=list, description="NAME SIZE_GB MODEL")
     nics: list[str] = Field(default_factory=list)
+    storage_read_method: ReadMethod | None = Field(
+        None, description="how the page cache was kept out of storage_read_mb_s (parsers/storage_read.py)"
+    )
+    storage_read_detail: str = Field("", description="the read probe's outcome in words, or why there is no speed")
 
 
 class Inventory(FabricModel):

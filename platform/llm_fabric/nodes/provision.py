@@ -19,6 +19,7 @@ from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 from llm_fabric.playbook_runner import PlaybookResult, Target, control_machine, run_playbook
 from llm_fabric.site.models import NodeManifest
+from llm_fabric.site.weights_lock import WeightsLock
 from llm_fabric.trust.sites import TrustedSite
 
 Mode = Literal["full", "files"]
@@ -47,7 +48,21 @@ def kernel_packages(node: NodeManifest) -> list[str]:
     return []
 
 
-def provision_vars(node: NodeManifest, options: StackOptions, mode: Mode) -> dict[str, Any]:
+def weights_vars(lock: WeightsLock) -> list[dict[str, Any]]:
+    """weights.lock as the fabric_engine_cache role takes it (`fabric_engine_cache_weights`).
+
+    Every checkpoint of the lock: the lock does not say which node serves which, and `fabric weights
+    stage` stages the plan's checkpoints into each site's model cache before nodes are provisioned.
+    """
+    return [
+        {"checkpoint": repo_id, "revision": locked.revision, "files": [f.model_dump() for f in locked.files]}
+        for repo_id, locked in sorted(lock.checkpoints.items())
+    ]
+
+
+def provision_vars(
+    node: NodeManifest, options: StackOptions, mode: Mode, weights: WeightsLock | None = None
+) -> dict[str, Any]:
     architecture = load_gpu_catalog().get(node.gpus.catalog_id).architecture
     entry = load_kernel_matrix().for_architecture(architecture)
     image = options.engine_image_rocm if node.gpus.vendor == "amd" else options.engine_image
@@ -61,6 +76,7 @@ def provision_vars(node: NodeManifest, options: StackOptions, mode: Mode) -> dic
         "fabric_kernels_packages": kernel_packages(node),
         "fabric_engine_cache_models_dir": options.model_cache_path,
         "fabric_engine_cache_images": [image],
+        "fabric_engine_cache_weights": weights_vars(weights or WeightsLock()),
         "fabric_join_node_name": node.name,
         "fabric_join_labels": L.node_labels(node),
         "fabric_join_taints": [t.as_kubectl() for t in L.node_taints(node)],
@@ -78,7 +94,7 @@ def provision_node(
     overrides: dict[str, Any] | None = None,
 ) -> PlaybookResult:
     node = find_node(site, name)
-    extravars = provision_vars(node, options, mode) | (overrides or {})
+    extravars = provision_vars(node, options, mode, site.weights_lock) | (overrides or {})
     # pipelining: one SSH round trip per module instead of three
     pipelining = {"ANSIBLE_PIPELINING": "True"}
     return run_playbook(
