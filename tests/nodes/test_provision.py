@@ -14,7 +14,7 @@ import yaml
 
 from llm_fabric.deploy.options import StackOptions
 from llm_fabric.init import init_site
-from llm_fabric.nodes.provision import drain_node, provision_node, provision_vars
+from llm_fabric.nodes.provision import drain_node, node_checkpoints, provision_node, provision_vars
 from llm_fabric.site.loader import load_site
 from llm_fabric.site.weights_lock import LOCK_FILE, LockedCheckpoint, LockedFile, WeightsLock
 from tests.deploy.conftest import REFERENCE
@@ -206,3 +206,54 @@ def test_playbooks_are_ansible_lint_clean() -> None:
         cwd=root.parent,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_a_node_provisioned_after_stage_checks_what_stage_pinned(
+    make_test_host: Callable[..., Any], site_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chained: `fabric weights stage` (the real huggingface_hub, from a mirror on 127.0.0.1) writes the cache and
+    weights.lock; `fabric provision --plan` of the node that serves it checks exactly those files."""
+    from llm_fabric.cli.main import main
+    from llm_fabric.engine.local.tiny_model import build_tiny_model
+    from llm_fabric.plan.document import load_plan
+    from llm_fabric.trust.sites import load_trusted_site
+    from tests.fixtures.hf_mirror import commit_of, hf_mirror
+
+    checkpoint, node = "openai/gpt-oss-120b", "hgx-h100-tuwien"  # vienna's one deployment and its node
+    plan_file, models = tmp_path / "plan.json", tmp_path / "models"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan_file)]) == 0
+    with hf_mirror({checkpoint: build_tiny_model(tmp_path / "tiny")}) as mirror:
+        monkeypatch.setenv("HF_ENDPOINT", mirror.url)
+        stage = ["weights", "stage", "-C", str(site_repo), "--plan", str(plan_file), "--cache", str(models)]
+        assert main([*stage, "--site", "vienna"]) == 0
+    site, plan = load_trusted_site(site_repo), load_plan(plan_file)
+    assert set(site.weights_lock.checkpoints) == {checkpoint}
+
+    host = make_test_host("h100x8")
+    extravars = provision_vars(site.nodes[node], StackOptions(site_repo=site_repo), "files", site.weights_lock)
+    assert [w["checkpoint"] for w in extravars["fabric_engine_cache_weights"]] == [checkpoint]
+
+    # the H100 test host replays an H100's driver: a Blackwell node's floor is lowered to it (not under test here)
+    paths = _paths(tmp_path) | {"fabric_preflight_min_driver": "550"}
+
+    def run(name: str) -> Any:
+        options = StackOptions(site_repo=site_repo)
+        return provision_node(site, name, host.target(), options=options, mode="files", overrides=paths, plan=plan)
+
+    assert run(node).succeeded
+    snapshot = models / "hf" / "hub" / "models--openai--gpt-oss-120b" / "snapshots" / commit_of(checkpoint)
+    (snapshot / "tokenizer.json").resolve().write_text("{}")
+    failed = run(node)
+    assert not failed.succeeded
+    message = next(f for f in failed.failures if "Refuse files" in f)
+    assert f"differ from weights.lock: {snapshot / 'tokenizer.json'}" in message
+    # a node whose replicas load none of the locked checkpoints is not asked for them; without the plan it is
+    others = sorted(n for n in site.nodes if not any(n in r.nodes for r in plan.replicas_of("gpt-oss-120b")))
+    assert others, "the reference federation has nodes that serve no gpt-oss-120b replica"
+    assert checkpoint not in node_checkpoints(site, plan, others[0])
+    assert run(others[0]).succeeded
+    without_plan = provision_node(site, others[0], host.target(), options=StackOptions(site_repo=site_repo),
+                                  mode="files", overrides=paths)  # fmt: skip
+    assert not without_plan.succeeded and any("tokenizer.json" in f for f in without_plan.failures)

@@ -134,6 +134,13 @@ def _print_check(report: CheckReport) -> None:
     help="files: manage only files and the node's labels/taints; install nothing.",
 )
 @click.option("--check", is_flag=True, help="Dry run (ansible --check --diff).")
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Check only the weights.lock checkpoints the plan's replicas on NODE load (default: every one).",
+)
 @click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Override a role variable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def provision_command(
@@ -146,6 +153,7 @@ def provision_command(
     connection: str,
     mode: str,
     check: bool,
+    plan_file: Path | None,
     extra: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -157,10 +165,12 @@ def provision_command(
     \b
     Examples:
       fabric provision hgx-h200-ceitec --site-repo ./site --check
+      fabric provision hgx-h200-ceitec --site-repo ./site --plan plan.json   # its replicas' weights only
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
     from llm_fabric.deploy.options import StackOptions
     from llm_fabric.nodes.provision import find_node, provision_node
+    from llm_fabric.plan.document import load_plan
     from llm_fabric.playbook_runner import Target
     from llm_fabric.trust.sites import load_trusted_site
 
@@ -191,6 +201,7 @@ def provision_command(
         mode="files" if mode == "files" else "full",
         check=check,
         overrides=overrides,
+        plan=load_plan(plan_file) if plan_file is not None else None,
     )
     if as_json:
         print_json(result.as_dict())

@@ -17,10 +17,12 @@ from llm_fabric.documents import suggest
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
+from llm_fabric.plan.document import Plan
 from llm_fabric.playbook_runner import PlaybookResult, Target, control_machine, run_playbook
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.weights_lock import WeightsLock
 from llm_fabric.trust.sites import TrustedSite
+from llm_fabric.weights.needs import needed_checkpoints
 
 Mode = Literal["full", "files"]
 
@@ -48,20 +50,30 @@ def kernel_packages(node: NodeManifest) -> list[str]:
     return []
 
 
-def weights_vars(lock: WeightsLock) -> list[dict[str, Any]]:
+def weights_vars(lock: WeightsLock, only: set[str] | None = None) -> list[dict[str, Any]]:
     """weights.lock as the fabric_engine_cache role takes it (`fabric_engine_cache_weights`).
 
-    Every checkpoint of the lock: the lock does not say which node serves which, and `fabric weights
-    stage` stages the plan's checkpoints into each site's model cache before nodes are provisioned.
+    `only`: the checkpoints the plan's replicas on the node load (`fabric provision --plan`); without a
+    plan every checkpoint of the lock, since the lock does not say which node serves which.
     """
     return [
         {"checkpoint": repo_id, "revision": locked.revision, "files": [f.model_dump() for f in locked.files]}
         for repo_id, locked in sorted(lock.checkpoints.items())
+        if only is None or repo_id in only
     ]
 
 
+def node_checkpoints(site: TrustedSite, plan: Plan, node: str) -> set[str]:
+    """The checkpoints that the plan's replicas on `node` (as leader or worker) load."""
+    return set(needed_checkpoints(site, plan, node=node))
+
+
 def provision_vars(
-    node: NodeManifest, options: StackOptions, mode: Mode, weights: WeightsLock | None = None
+    node: NodeManifest,
+    options: StackOptions,
+    mode: Mode,
+    weights: WeightsLock | None = None,
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
     architecture = load_gpu_catalog().get(node.gpus.catalog_id).architecture
     entry = load_kernel_matrix().for_architecture(architecture)
@@ -76,7 +88,7 @@ def provision_vars(
         "fabric_kernels_packages": kernel_packages(node),
         "fabric_engine_cache_models_dir": options.model_cache_path,
         "fabric_engine_cache_images": [image],
-        "fabric_engine_cache_weights": weights_vars(weights or WeightsLock()),
+        "fabric_engine_cache_weights": weights_vars(weights or WeightsLock(), only),
         "fabric_join_node_name": node.name,
         "fabric_join_labels": L.node_labels(node),
         "fabric_join_taints": [t.as_kubectl() for t in L.node_taints(node)],
@@ -92,9 +104,12 @@ def provision_node(
     mode: Mode = "full",
     check: bool = False,
     overrides: dict[str, Any] | None = None,
+    plan: Plan | None = None,
 ) -> PlaybookResult:
+    """With `plan`, the model cache is checked only for the checkpoints of the replicas it places on the node."""
     node = find_node(site, name)
-    extravars = provision_vars(node, options, mode, site.weights_lock) | (overrides or {})
+    only = node_checkpoints(site, plan, name) if plan is not None else None
+    extravars = provision_vars(node, options, mode, site.weights_lock, only) | (overrides or {})
     # pipelining: one SSH round trip per module instead of three
     pipelining = {"ANSIBLE_PIPELINING": "True"}
     return run_playbook(

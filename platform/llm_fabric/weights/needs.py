@@ -19,8 +19,10 @@ def check_site(site: SiteRepo, site_id: str | None) -> None:
         )
 
 
-def needed_checkpoints(site: SiteRepo, plan: Plan, site_id: str | None = None) -> dict[str, list[str]]:
-    """Checkpoint repo id -> the deployments whose replicas (at `site_id`, or anywhere) load it."""
+def needed_checkpoints(
+    site: SiteRepo, plan: Plan, site_id: str | None = None, *, node: str | None = None
+) -> dict[str, list[str]]:
+    """Checkpoint repo id -> the deployments whose replicas (at `site_id`, on `node`, or anywhere) load it."""
     check_site(site, site_id)
     if plan.federation != site.config.federation.name:
         raise UsageError(
@@ -30,7 +32,7 @@ def needed_checkpoints(site: SiteRepo, plan: Plan, site_id: str | None = None) -
         )
     needed: dict[str, set[str]] = {}
     for replica in plan.replicas:
-        if site_id is not None and replica.site != site_id:
+        if (site_id is not None and replica.site != site_id) or (node is not None and node not in replica.nodes):
             continue
         deployment = site.deployments.get(replica.deployment)
         if deployment is None:
