@@ -45,3 +45,29 @@ def test_accept_outage_in_the_deployment_lets_the_change_through(
         "_mistral-small-4: every replica down at once, an outage of about 7 minutes: accepted "
         "(restart in the Sunday maintenance window)_" in out
     )
+
+
+def test_restarts_at_two_sites_can_overlap_and_are_an_outage_when_they_can_take_every_replica(
+    site_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # gpt-oss-120b: one replica at brno, one at vienna. Each site's controller orders its own waves and waits for
+    # no other cluster, so the two restarts can overlap whatever the wave numbers say
+    gpt = _edit(site_repo, "gpt-oss-120b", "max_model_len: 131072", "max_model_len: 65536")
+    assert commit_paths(site_repo, [gpt], "gpt-oss-120b: 64k context") is not None
+    capsys.readouterr()
+    assert main(["plan", str(site_repo), "--base", "HEAD~1"]) == 3
+    out, err = capsys.readouterr()
+    assert (
+        "gpt-oss-120b: every replica can be down at once (its restarts at brno and vienna are ordered within each "
+        "site only), an outage of about 5 minutes: REFUSED (`rollout.accept_outage` not set)"
+    ) in out
+    assert "its replicas at brno and vienna restart under controllers that do not wait for each other" in err
+
+    # a third replica makes it a partial overlap: served throughout, and the review says how many can be down
+    _edit(site_repo, "gpt-oss-120b", "replicas: 2", "replicas: 3")
+    assert commit_paths(site_repo, [gpt], "gpt-oss-120b: a third replica") is not None
+    capsys.readouterr()
+    rc = main(["plan", str(site_repo), "--base", "HEAD~2"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "gpt-oss-120b: up to 2 replicas down at once, more than max_unavailable 1: its restarts at brno and " in out

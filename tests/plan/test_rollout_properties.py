@@ -94,20 +94,29 @@ def _check_replicas(base: Plan, plan: Plan, rollout: Rollout) -> None:
             assert entries[index] == want and in_waves[index] == want, f"{name}/{index}: kept {kept}"
 
 
-def _check_waves(base: Plan, rollout: Rollout) -> None:
+def _check_waves(base: Plan, plan: Plan, rollout: Rollout) -> None:
     for d in rollout.deployments:
         reasons = {r.index: r.reason for r in d.restarts}
+        site_of = {r.index: r.site for r in plan.replicas_of(d.deployment)}
         up = len(base.replicas_of(d.deployment)) + len(d.surges)
         every_wave_serves = True
+        largest: Counter[str] = Counter()  # site -> its largest wave of restarts (sites do not wait for each other)
+        serving_before_restarts: int | None = None
         for w in d.waves:
             down = [i for i in w.restarts if reasons[i] not in STARTED]
             assert len(down) <= d.max_unavailable, f"{d.deployment} wave {w.wave} takes {len(down)} down"
+            if down and serving_before_restarts is None:
+                serving_before_restarts = up
             if down and len(down) >= up:
                 every_wave_serves = False
+            for at, n in Counter(site_of[i] for i in down).items():
+                largest[at] = max(largest[at], n)
             if w.surges:
                 assert w.wave == 1 and not down, "surges come up before anything restarts"
             up += sum(1 for i in w.restarts if reasons[i] == "added")
-        assert every_wave_serves == (d.outage_s is None), f"{d.deployment}: outage {d.outage_s}"
+        overlapping = len(largest) > 1 and sum(largest.values()) >= (serving_before_restarts or 0)
+        assert sorted(largest) == d.unordered_sites or len(largest) <= 1
+        assert (every_wave_serves and not overlapping) == (d.outage_s is None), f"{d.deployment}: {d.outage_s}"
 
 
 def _check_surges(fed: SiteRepo, base: Plan, plan: Plan, rollout: Rollout) -> None:
@@ -150,6 +159,6 @@ def test_random_changes_roll_out_within_the_rules(fed: SiteRepo, data: st.DataOb
     event("an outage" if any(d.outage_s for d in rollout.deployments) else "no outage")
     event("restarts" if rollout.deployments else "nothing restarts")
     _check_replicas(base, plan, rollout)
-    _check_waves(base, rollout)
+    _check_waves(base, plan, rollout)
     _check_surges(after, base, plan, rollout)
     assert (plan.model_copy(update={"rollout": rollout}).deployable) == (plan.deployable and not rollout.refused)

@@ -361,6 +361,12 @@ class DeploymentRollout(FabricModel):
     waves: list[RolloutWave] = Field(default_factory=list)
     outage_s: int | None = Field(None, description="every replica down at once for about this long; None: never")
     outage_accepted: str | None = Field(None, description="the deployment's `rollout.accept_outage`")
+    unordered_sites: list[str] = Field(
+        default_factory=list,
+        description="the sites where it restarts replicas, when more than one: each site's controller orders its "
+        "own waves and waits for no other site, so their restarts can overlap",
+    )
+    down_at_once: int = Field(0, ge=0, description="the most replicas the rollout can have down at the same time")
 
     @property
     def refused(self) -> bool:
@@ -369,6 +375,14 @@ class DeploymentRollout(FabricModel):
 
     def to_problem(self) -> Problem:
         minutes = max(1, round((self.outage_s or 0) / 60))
+        if self.unordered_sites:
+            sites = " and ".join(self.unordered_sites)
+            return Problem(
+                f"the change can take every replica of `{self.deployment}` down at once: its replicas at {sites} "
+                f"restart under controllers that do not wait for each other, an outage of about {minutes} minutes",
+                hint="add a replica at one of the sites, or set `rollout.accept_outage` in the deployment "
+                "with the reason",
+            )
         return Problem(
             f"the change takes every replica of `{self.deployment}` down at once: an outage of about {minutes} minutes",
             hint="enrol or free GPUs for a surge replica, add a replica, or set `rollout.accept_outage` "

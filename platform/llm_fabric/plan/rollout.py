@@ -142,10 +142,20 @@ def _changes(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan
     return out
 
 
-def _waves(
-    change: _Change, surges: list[SurgeReplica], site: SiteRepo, plan: Plan
-) -> tuple[list[RolloutWave], int | None]:
-    """The deployment's waves, and the outage (seconds) when a restart leaves nothing serving."""
+@dataclass(frozen=True)
+class _Waves:
+    waves: list[RolloutWave]
+    outage_s: int | None  # a restart can leave nothing serving, for about this long
+    unordered_sites: list[str]  # more than one: sites whose restarts can overlap
+    down_at_once: int
+
+
+def _waves(change: _Change, surges: list[SurgeReplica], site: SiteRepo, plan: Plan) -> _Waves:
+    """The deployment's waves, and the outage when a restart can leave nothing serving.
+
+    Waves order restarts within a site only: each site's controller applies its own folder and waits for no
+    other cluster. So where a deployment restarts replicas at several sites, the most down at once is the sum
+    over those sites of each site's largest wave, and that is what is compared with what serves."""
     cap = plan.deployments.get(change.name)
     per_replica = cap.max_concurrency_p50 // max(1, cap.replicas_planned) if cap else 0
     target = cap.replicas_wanted if cap else 0
@@ -176,13 +186,20 @@ def _waves(
     serving = change.base_count + len(change.early) + len(surges)
     step = max(1, min(change.policy.max_unavailable, serving - 1))
     outage: int | None = None
+    largest: dict[str, int] = {}  # site -> its largest wave of this deployment's restarts
     for i in range(0, len(change.restarted), step):
         chunk = change.restarted[i : i + step]
         if serving - len(chunk) <= 0:
             outage = max(cold[id(r)] for r in chunk)
         wave([], [r.index for r in chunk], serving - len(chunk), chunk)
+        for at in {r.site for r in chunk}:
+            largest[at] = max(largest.get(at, 0), sum(1 for r in chunk if r.site == at))
     wave([], sorted(r.index for r in [*change.removed, *change.late]), serving - len(change.removed), change.late)
-    return waves, outage
+    unordered = sorted(largest) if len(largest) > 1 else []
+    down = sum(largest.values()) if unordered else max(largest.values(), default=0)
+    if outage is None and unordered and down >= serving:
+        outage = max(cold[id(r)] for r in change.restarted)
+    return _Waves(waves, outage, unordered, min(down, serving))
 
 
 def _accepted(change: _Change) -> str | None:
@@ -239,16 +256,18 @@ def plan_rollout(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: 
                 found = room.surge(replica)
                 if found is not None:
                     surges.append(SurgeReplica(replaces=replica.index, placement=found[0], source=found[1]))
-        waves, outage = _waves(change, surges, site, plan)
+        planned = _waves(change, surges, site, plan)
         out.append(
             DeploymentRollout(
                 deployment=change.name,
                 max_unavailable=change.policy.max_unavailable,
                 restarts=change.restarts,
                 surges=surges,
-                waves=waves,
-                outage_s=outage,
-                outage_accepted=_accepted(change) if outage is not None else None,
+                waves=planned.waves,
+                outage_s=planned.outage_s,
+                outage_accepted=_accepted(change) if planned.outage_s is not None else None,
+                unordered_sites=planned.unordered_sites,
+                down_at_once=planned.down_at_once,
             )
         )
     return Rollout(base_revision=base_rev, deployments=_after_the_holders(out, base_plan, plan))

@@ -22,12 +22,25 @@ def duration(seconds: int) -> str:
 
 
 def _outage(d: DeploymentRollout) -> str:
+    sites = " and ".join(d.unordered_sites)
     if d.outage_s is None:
+        if d.unordered_sites and d.down_at_once > d.max_unavailable:
+            return (
+                f"{d.deployment}: up to {d.down_at_once} replicas down at once, more than max_unavailable "
+                f"{d.max_unavailable}: its restarts at {sites} are ordered within each site only"
+            )
         return f"{d.deployment}: never every replica down at once (max_unavailable {d.max_unavailable})"
     minutes = max(1, round(d.outage_s / 60))
     head = f"{d.deployment}: every replica down at once, an outage of about {minutes} minutes"
+    if d.unordered_sites:
+        head = (
+            f"{d.deployment}: every replica can be down at once (its restarts at {sites} are ordered within "
+            f"each site only), an outage of about {minutes} minutes"
+        )
     if d.outage_accepted is not None:
         return f"{head}: accepted ({d.outage_accepted})"
+    if d.unordered_sites:
+        return f"{head}: REFUSED (`rollout.accept_outage` not set)"
     return f"{head}: REFUSED (no free GPUs or spare for a surge replica; `rollout.accept_outage` not set)"
 
 
@@ -71,7 +84,7 @@ def rollout_sections(rollout: Rollout) -> list[Section]:
         _wave_rows(rollout),
         (
             *(_outage(d) for d in rollout.deployments),
-            "each wave starts when the one before it serves; every deployment's wave N is applied together",
+            "each wave starts when the one before it serves at its site; a site's waves N are applied together",
         ),
     )
     out = [restarts]
