@@ -128,11 +128,21 @@ def test_plan_base_shows_the_switch_for_review(
 ) -> None:
     site = make_site_repo()
     switch(site, ["gpt-oss-120b"])
+    # its replicas at brno and vienna restart under two controllers that do not wait for each other: an outage
+    # the change must accept (docs/deploy.md "Rollouts")
+    dep = site / "deployments" / "gpt-oss-120b.yaml"
+    dep.write_text(dep.read_text() + "rollout:\n  accept_outage: the engine switch, in the maintenance window\n")
     git = ["git", "-C", str(site), "-c", "user.name=t", "-c", "user.email=t@example.org"]
     subprocess.run([*git, "commit", "-qam", "gpt-oss-120b on SGLang"], check=True)
     capsys.readouterr()
     assert main(["plan", "-C", str(site), "--base", "HEAD~1", "--json"]) == 0
-    diff = json.loads(capsys.readouterr().out)["diff"]
+    reviewed = json.loads(capsys.readouterr().out)
+    [rollout] = reviewed["rollout"]["deployments"]
+    assert (rollout["unordered_sites"], rollout["outage_accepted"]) == (
+        ["brno", "vienna"],
+        "the engine switch, in the maintenance window",
+    )
+    diff = reviewed["diff"]
     assert diff["replicas"] == [  # its two replicas, in Brno and in Vienna
         {"deployment": "gpt-oss-120b", "index": i, "change": "engine", "before": "vllm", "after": "sglang"}
         for i in (0, 1)

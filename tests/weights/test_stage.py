@@ -78,8 +78,9 @@ def test_stage_twice_downloads_once(
 
     assert commit_paths(site_repo, [site_repo / "weights.lock"], "stage gpt-oss-120b") is not None
     capsys.readouterr()
-    assert main(["plan", "-C", str(site_repo), "--base", "HEAD~1"]) == 0
+    assert main(["plan", "-C", str(site_repo), "--base", "HEAD~1"]) == 3  # the restarts it causes: docs/weights.md
     review = capsys.readouterr().out
+    assert "weights.lock pins other bytes" in review
     assert "Changes against HEAD~1: weights.lock" in review and f"- -> {commit[:12]}" in review
 
 

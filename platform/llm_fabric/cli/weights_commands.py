@@ -92,6 +92,11 @@ def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, s
     From the Hugging Face Hub, or the mirror HF_ENDPOINT names (HF_TOKEN for private or gated repos).
     A pinned checkpoint is fetched at the lock's revision, a new one at the commit `main` names now; one
     whose files already match the lock is not fetched at all. Then as `fabric weights lock`.
+
+    \b
+    Examples:
+      HF_ENDPOINT=https://hf-mirror.example.org fabric weights stage -C ./site --plan plan.json
+      fabric weights stage -C ./site --plan plan.json --site vienna --cache /var/lib/llm-fabric/models
     """
     from llm_fabric.weights.stage import stage_checkpoints
 
@@ -114,6 +119,10 @@ def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, si
 
     A checkpoint the lock already pins keeps its revision; a new one takes the revision the cache's
     refs/main names. Every file's size and sha256 is recorded; the lock is rewritten only when it changes.
+
+    \b
+    Examples:
+      fabric weights lock -C ./site --plan plan.json --cache /var/lib/llm-fabric/models
     """
     from llm_fabric.weights.pin import pin_checkpoints
 
@@ -127,7 +136,12 @@ def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, si
 @cache_option
 @click.option("--checkpoint", "checkpoints", multiple=True, help="Only this checkpoint (repeat); default: every one.")
 def verify_command(site_repo: Path, cache: Path | None, checkpoints: tuple[str, ...]) -> None:
-    """Check the model cache against weights.lock with the pod's own check (exit 2 naming each mismatch)."""
+    """Check the model cache against weights.lock with the pod's own check (exit 2 naming each mismatch).
+
+    \b
+    Examples:
+      fabric weights verify -C ./site --cache /var/lib/llm-fabric/models
+    """
     from llm_fabric.site.loader import load_site
     from llm_fabric.weights.verify import verify_cache
 
