@@ -22,9 +22,9 @@ import yaml
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.deploy import render
 from llm_fabric.deploy.build import load_inputs
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.render import render_stacks
 from llm_fabric.distribution import data_path
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
 from llm_fabric.site.loader import load_site
 

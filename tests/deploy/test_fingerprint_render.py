@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy.resources.serving import FINGERPRINT_ANNOTATION
 from llm_fabric.plan.document import load_plan
+from llm_fabric.serving.workloads import FINGERPRINT_ANNOTATION
 
 
 def _plan(site_repo: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> Path:

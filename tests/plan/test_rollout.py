@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llm_fabric.engine.capacity.cold_start import cold_start_s
-from llm_fabric.plan.diff import seat
 from llm_fabric.plan.document import Plan, Rollout
 from llm_fabric.plan.planning import plan_site
-from llm_fabric.plan.rollout import plan_rollout
+from llm_fabric.plan.report import seat
+from llm_fabric.review.rollout import plan_rollout
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import (
     Cluster,

@@ -80,7 +80,7 @@ def bench_command(
       fabric bench -C ./site --emit inference-perf --plan plan.json --site brno \\
         --prometheus http://prometheus-operated.monitoring.svc:9090 --out ./bench
     """
-    from llm_fabric.deploy.sites import resolve_site
+    from llm_fabric.kube.sites import resolve_site
     from llm_fabric.loadtest.from_plan import load_tests, write_load_tests
     from llm_fabric.plan.document import load_plan
     from llm_fabric.site.loader import load_site

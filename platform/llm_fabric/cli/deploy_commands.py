@@ -78,8 +78,8 @@ def render_command(
       fabric render -C ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
       fabric render -C ./site --out ./site/deploy --all-sites --flux-repo ssh://git@git.example/fed/site.git
     """
-    from llm_fabric.deploy.options import StackOptions
     from llm_fabric.deploy.site_renders import GitOpsTargets, render_sites
+    from llm_fabric.kube.options import StackOptions
 
     if crds_dir is not None and not check:
         raise UsageError("--crds is used by --check", hint="add --check")
@@ -168,7 +168,7 @@ def provision_command(
       fabric provision hgx-h200-ceitec --site-repo ./site --plan plan.json   # its replicas' weights only
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
-    from llm_fabric.deploy.options import StackOptions
+    from llm_fabric.kube.options import StackOptions
     from llm_fabric.nodes.provision import find_node, provision_node
     from llm_fabric.plan.document import load_plan
     from llm_fabric.playbook_runner import Target

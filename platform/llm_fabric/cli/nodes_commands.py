@@ -357,8 +357,8 @@ def _remediate_once(
 def _print_review(site_repo: Path, remedy: Remedy) -> bool:
     """Print the branch's `fabric plan --base` review in Markdown and its `validate --base` verdict; True if valid."""
     from llm_fabric.nodes.remediate import base_branch, branch_checkout
-    from llm_fabric.plan.report import markdown
-    from llm_fabric.plan.review import plan_repo
+    from llm_fabric.review.base import plan_repo
+    from llm_fabric.review.report import markdown
     from llm_fabric.validate import validate_site
 
     assert remedy.branch is not None

@@ -69,8 +69,8 @@ def plan_command(
       fabric plan --base HEAD~1 --json          # inside the site repo
     """
     from llm_fabric.plan.document import plan_json, write_plan
-    from llm_fabric.plan.report import markdown
-    from llm_fabric.plan.review import plan_repo
+    from llm_fabric.review.base import plan_repo
+    from llm_fabric.review.report import markdown
 
     reviewed = plan_repo(
         site_repo,
@@ -109,7 +109,8 @@ def plan_command(
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:
-    from llm_fabric.plan.report import sections, verdict
+    from llm_fabric.plan.report import verdict
+    from llm_fabric.review.report import sections
 
     for sec in sections(plan, diff):
         if sec.rows:

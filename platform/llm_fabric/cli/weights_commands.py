@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _default_cache() -> Path:
-    from llm_fabric.deploy.options import StackOptions  # the path the serving pods mount (hostPath)
+    from llm_fabric.kube.options import StackOptions  # the path the serving pods mount (hostPath)
 
     return Path(str(StackOptions.model_fields["model_cache_path"].default))
 

@@ -46,7 +46,7 @@ from llm_fabric.site.models import GatewayConfig, PolicySet, Tenant
 from llm_fabric.trust.sites import TrustedSite, load_trusted_site
 
 HOOKS_MODULE = "llm_fabric.gateway.runtime.hooks"
-ENGINE_SERVICE_PORT = 80  # the per-deployment Service (deploy/resources/serving.py)
+ENGINE_SERVICE_PORT = 80  # the per-deployment Service (serving/workloads.py)
 # With routing `inference-extension` the gateway's own site is reached through the inference Gateway, whose
 # HTTPRoutes match this header (GIE's body-based router would set it; LiteLLM sets it, so none is needed)
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from llm_fabric.deploy.resources.serving import replica_name
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.reported import EngineUnreachable, Reported
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan, ReplicaPlacement
+from llm_fabric.serving.workloads import replica_name
 
 DRIFT_METRIC = "fabric_replica_config_drift"
 REACHABLE = "reachable"

@@ -33,11 +33,11 @@ from typing import Literal
 import yaml
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.deploy.resources.gateway import NAME as GATEWAY_SERVICE
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.local.traffic import lognormal_lengths
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
+from llm_fabric.gateway.objects.gateway import NAME as GATEWAY_SERVICE
 from llm_fabric.loadtest.inference_perf import (
     UPSTREAM_COMMIT,
     APIConfig,
@@ -62,7 +62,7 @@ from llm_fabric.site.loader import SiteRepo
 
 STAGE_SHARES = (0.25, 0.5, 0.75, 1.0, 1.25)
 INPUT_OUTPUT_RATIO = 17.0
-SCRAPE_INTERVAL_S = 30  # the serving PodMonitor's interval (deploy/resources/serving.py)
+SCRAPE_INTERVAL_S = 30  # the serving PodMonitor's interval (serving/workloads.py)
 PERCENTILES = [50.0, 90.0, 95.0, 99.0]
 _Z95 = NormalDist().inv_cdf(0.95)
 
@@ -211,7 +211,7 @@ def _load_test(
             input_distribution=_lognormal(cap.context_p50, cap.context_p95, max_prompt),
             output_distribution=fixed_output,
         )
-    # both Services listen on port 80 (deploy/resources: serving.py, gateway.py)
+    # both Services listen on port 80 (serving/workloads.py, gateway/objects/gateway.py)
     if via == "gateway":
         base_url, model_name = f"http://{GATEWAY_SERVICE}.{namespace}.svc.cluster.local", name
     else:

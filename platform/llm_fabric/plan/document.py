@@ -391,7 +391,7 @@ class DeploymentRollout(FabricModel):
 
 
 class Rollout(FabricModel):
-    """What a change restarts, in which order, against the `--base` revision (plan/rollout.py)."""
+    """What a change restarts, in which order, against the `--base` revision (review/rollout.py)."""
 
     base_revision: str
     deployments: list[DeploymentRollout] = Field(default_factory=list, description="only those the change restarts")

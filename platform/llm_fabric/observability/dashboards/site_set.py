@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.resources.dashboards import series as S
-from llm_fabric.deploy.resources.dashboards.panels import (
+from llm_fabric.hardware.xids import XidTable, load_xid_table
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.observability.dashboards import series as S
+from llm_fabric.observability.dashboards.panels import (
     DashboardSpec,
     Panel,
     Query,
@@ -27,8 +28,7 @@ from llm_fabric.deploy.resources.dashboards.panels import (
     grafana_json,
     reference,
 )
-from llm_fabric.deploy.resources.observability import XID, XID_ALERTS
-from llm_fabric.hardware.xids import XidTable, load_xid_table
+from llm_fabric.observability.rules import XID, XID_ALERTS
 from llm_fabric.plan.document import Plan
 from llm_fabric.trust.sites import TrustedSite
 

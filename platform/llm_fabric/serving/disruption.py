@@ -7,8 +7,8 @@ waves keep (docs/deploy.md "Rollouts").
 
 from __future__ import annotations
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Manifest
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Manifest
 from llm_fabric.site.models import Deployment
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llm_fabric.plan.diff import seat
 from llm_fabric.plan.document import DeploymentRollout, Rollout
+from llm_fabric.plan.report import seat
 from llm_fabric.plan.section import Section
 
 _WHY = {

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.resources.gateway import GATEWAY_LABELS
 from llm_fabric.gateway.budgets import COUNTERS_NAME, COUNTERS_PORT
+from llm_fabric.gateway.objects.gateway import GATEWAY_LABELS
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
 from llm_fabric.site.models import GatewayCounters
 from llm_fabric.trust.sites import TrustedSite
 

@@ -11,10 +11,10 @@ base ("wave 0"), applied first. A plan without a rollout has no wave: what is de
 
 from __future__ import annotations
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.resources.serving import ENGINE_LABELS, surge_name
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
 from llm_fabric.plan.document import Plan
+from llm_fabric.serving.workloads import ENGINE_LABELS, surge_name
 
 # Argo CD's sync-wave annotation: a string holding an integer; objects without it are in wave 0
 SYNC_WAVE = "argocd.argoproj.io/sync-wave"

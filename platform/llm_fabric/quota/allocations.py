@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.sites import active_nodes
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.sites import active_nodes
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.site.models import AllocationPolicy, Tenant
 from llm_fabric.trust.sites import TrustedSite

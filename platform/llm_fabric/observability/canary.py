@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from llm_fabric import __version__
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.resources.observability import alert_rule
-from llm_fabric.deploy.resources.probes import CANARY_PORT, CANARY_PROBER_LABELS, CANARY_SERVICE
-from llm_fabric.deploy.resources.serving import ENGINE_LABELS, replica_name
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.observability.rules import alert_rule
 from llm_fabric.plan.document import Plan, plan_json
+from llm_fabric.serving.probes import CANARY_PORT, CANARY_PROBER_LABELS, CANARY_SERVICE
+from llm_fabric.serving.workloads import ENGINE_LABELS, replica_name
 from llm_fabric.trust.sites import TrustedSite
 
 NAME = CANARY_SERVICE

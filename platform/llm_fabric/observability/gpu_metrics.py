@@ -12,8 +12,8 @@ Either way the scrape relabels the pod's node as `node`, the label the alerts na
 
 from __future__ import annotations
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Manifest
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Manifest
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.trust.sites import TrustedSite
 

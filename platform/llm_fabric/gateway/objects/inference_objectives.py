@@ -9,10 +9,10 @@ last shipped with GIE v1.5.0, the picker's pinned release.
 
 from __future__ import annotations
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Manifest
 from llm_fabric.gateway.runtime.inference import BAND_PRIORITY, bands_of, objective_name
 from llm_fabric.gateway.runtime.settings import DeploymentAccess
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Manifest
 
 
 def inference_objectives(deployment: str, namespace: str, dep: DeploymentAccess) -> list[Manifest]:

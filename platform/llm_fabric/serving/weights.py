@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Manifest
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Manifest
 from llm_fabric.plan.document import ReplicaPlacement
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.weights_lock import LockedCheckpoint

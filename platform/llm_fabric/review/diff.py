@@ -15,17 +15,10 @@ from llm_fabric.plan.document import (
     Plan,
     PlanDiff,
     ReplicaChange,
-    ReplicaPlacement,
     Shortfall,
     SiteDelta,
 )
-
-
-def seat(r: ReplicaPlacement) -> str:
-    gpus = ",".join(map(str, r.gpu_indices))
-    if r.parallelism == "tp" and not r.worker_nodes:
-        return f"{r.node} GPUs {gpus} ({r.tensor_parallel_size}x{r.gpu_model})"
-    return f"{'+'.join(r.nodes)} GPUs {gpus} each ({r.layout(len(r.gpu_indices)).describe()}, {r.gpu_model})"
+from llm_fabric.plan.report import seat
 
 
 def _describe(n: NodeEntry) -> str:

@@ -29,7 +29,7 @@ from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.engine.reported import flag
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.runtime.probe import DEFAULT_TOKENS as LIVE_TOKENS
-from llm_fabric.gateway.runtime.rotation import REFRESH_S
+from llm_fabric.names import ROTATION_REFRESH_S as REFRESH_S
 from llm_fabric.plan.document import DeploymentCapacity, ReplicaPlacement
 
 PROBE_MODULE = "llm_fabric.engine.runtime.probe"
@@ -61,7 +61,7 @@ DRAIN_SETTLE_S = max(
 )
 ENGINE_STOP_S = 15  # of the grace period, left for the engine's own shutdown after the drain
 
-# the canary prober (deploy/resources/canary.py renders it, from these): its Service, port and pod labels;
+# the canary prober (observability/canary.py renders it, from these): its Service, port and pod labels;
 # its verdict endpoint is GET /replicas/DEPLOYMENT/INDEX (docs/canary.md). Here, not there, because the
 # prober's module imports serving, which imports this one.
 CANARY_SERVICE = "fabric-canary"

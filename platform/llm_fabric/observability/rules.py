@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.gpu_metrics import build_gpu_metrics
 from llm_fabric.hardware.xids import XidKind, XidTable, load_xid_table
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.observability.gpu_metrics import build_gpu_metrics
 from llm_fabric.trust.sites import TrustedSite
 
 BY_DEPLOYMENT = "deployment, owner, site"

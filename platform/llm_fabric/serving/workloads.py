@@ -9,7 +9,7 @@ Both engines serve the OpenAI API, `/health` and (SGLang with `--enable-metrics`
 always carry) `/metrics` on the one port the plan gives them, so Service, probes and PodMonitor are
 the same; a pod's `app.kubernetes.io/name` says which engine it runs. The probes (a generating
 liveness probe, readiness with draining and the canary's verdict, the preStop drain) are
-`deploy.resources.probes`'.
+`serving.probes`'.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import math
 import shlex
 from typing import Any
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources import probes, weights
-from llm_fabric.deploy.resources.allocations import pool_queue_name
-from llm_fabric.deploy.resources.disruption import disruption_budget
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.capacity.cold_start import startup_budget_s
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement, SurgeReplica
+from llm_fabric.quota.allocations import pool_queue_name
+from llm_fabric.serving import probes, weights
+from llm_fabric.serving.disruption import disruption_budget
 from llm_fabric.site.models import NodeManifest
 from llm_fabric.trust.sites import TrustedSite
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from llm_fabric.engine.capacity.cold_start import cold_start_s
 from llm_fabric.engine.recipes import load_recipes
-from llm_fabric.plan.diff import seat
 from llm_fabric.plan.document import (
     DeploymentRollout,
     Plan,
@@ -35,7 +34,8 @@ from llm_fabric.plan.document import (
     RolloutWave,
     SurgeReplica,
 )
-from llm_fabric.plan.rollout_room import Room
+from llm_fabric.plan.report import seat
+from llm_fabric.review.rollout_room import Room
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import RolloutPolicy
 from llm_fabric.trust.sites import TrustedSite

@@ -14,12 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llm_fabric.plan.diff import diff_plans
 from llm_fabric.plan.document import Plan, PlanDiff
 from llm_fabric.plan.planning import plan_site
-from llm_fabric.plan.revision import checkout_revision
-from llm_fabric.plan.rollout import plan_rollout
-from llm_fabric.plan.weights_diff import diff_locks
+from llm_fabric.review.diff import diff_plans
+from llm_fabric.review.revision import checkout_revision
+from llm_fabric.review.rollout import plan_rollout
+from llm_fabric.review.weights_diff import diff_locks
 from llm_fabric.trust.root import KeyChange, trust_root
 from llm_fabric.trust.sites import load_trusted_site
 

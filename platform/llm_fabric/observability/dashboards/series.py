@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_fabric.deploy.resources.observability import RECORDING_RULES, either
+from llm_fabric.observability.rules import RECORDING_RULES, either
 
 # a panel's window: Grafana's, at least four scrape intervals of the range shown
 WINDOW = "$__rate_interval"
@@ -29,10 +29,7 @@ class FabricMetric:
 
 
 FABRIC_METRICS: dict[str, FabricMetric] = {
-    **{
-        name: FabricMetric("the recording rules (deploy/resources/observability.py)", (), "recorded")
-        for name in RECORDING_RULES
-    },
+    **{name: FabricMetric("the recording rules (observability/rules.py)", (), "recorded") for name in RECORDING_RULES},
     "fabric_canary_replica_pass": FabricMetric(
         "the canary prober (live/canary.py, the canary branch)",
         ("site", "deployment", "replica", "node"),

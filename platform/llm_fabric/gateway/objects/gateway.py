@@ -20,14 +20,9 @@ from typing import Any
 
 import yaml
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.manifests import Bundle, Manifest
-from llm_fabric.deploy.resources.canary import PORT as PROBER_PORT
-from llm_fabric.deploy.resources.canary import PROBER_LABELS, prober_url
-from llm_fabric.deploy.resources.inference_objectives import inference_objectives
-from llm_fabric.deploy.resources.serving import ENGINE_LABELS
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.gateway.config import GatewayFiles, build_gateway, gateway_texts
+from llm_fabric.gateway.objects.inference_objectives import inference_objectives
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.inference import MODEL_HEADER
 from llm_fabric.gateway.runtime.rotation import CANARY_URL_ENV
@@ -39,7 +34,12 @@ from llm_fabric.gateway.runtime.settings import (
     SETTINGS_FILE,
     WRITER_ENV,
 )
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.observability.canary import PORT as PROBER_PORT
+from llm_fabric.observability.canary import PROBER_LABELS, prober_url
 from llm_fabric.plan.document import Plan
+from llm_fabric.serving.workloads import ENGINE_LABELS
 from llm_fabric.site.models import GatewayConfig
 from llm_fabric.trust.sites import TrustedSite
 
