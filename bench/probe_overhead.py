@@ -33,8 +33,9 @@ from tests.engine.probe_runner import probe_commands, render_engines, run_render
 from tests.fixtures.engine import ENGINE_RECIPE
 
 from llm_fabric.engine.command import ServingArgs
-from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, engine_python, start_engine
+from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
+from llm_fabric.engine.process import LocalEngine, engine_python
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.engine.runtime.probe import PROMPT
 from llm_fabric.engine.vllm.command import engine_command

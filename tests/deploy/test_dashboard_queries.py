@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_fabric.engine.local.server import LocalEngine
+from llm_fabric.engine.process import LocalEngine
 from llm_fabric.errors import UsageError
 from llm_fabric.gateway.run import gateway_python
 from llm_fabric.observability.dashboards.series import (

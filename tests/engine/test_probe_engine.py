@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from llm_fabric.engine.local.server import LocalEngine
+from llm_fabric.engine.process import LocalEngine
 from llm_fabric.engine.runtime.probe import PROMPT
 from llm_fabric.serving.probes import LIVE_TOKENS
 from tests.engine.live import counter_totals

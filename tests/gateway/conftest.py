@@ -23,7 +23,7 @@ from tests.fixtures.engine import ENGINE_RECIPE
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
 from tests.fixtures.processes import background
 
-from llm_fabric.engine.local.server import LocalEngine, free_port
+from llm_fabric.engine.process import LocalEngine, free_port
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, 
 from tests.gateway.conftest import Gateway, require_gateway, running_gateway
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.process import free_port
 
 
 @dataclass

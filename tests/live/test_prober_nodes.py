@@ -22,7 +22,7 @@ import yaml
 
 from llm_fabric.cli.main import main
 from llm_fabric.distribution import data_path
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.process import free_port
 from llm_fabric.kube.options import StackOptions
 from llm_fabric.observability.rules import rule_groups
 from llm_fabric.plan.document import load_plan

@@ -21,7 +21,7 @@ from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import UsageError
 
 if TYPE_CHECKING:
-    from llm_fabric.engine.local.server import LocalEngine
+    from llm_fabric.engine.process import LocalEngine
 
 # the planner, the site loader and the gateway are imported inside the commands: `fabric --help` imports this
 # module, and each command should pay only for its own.

@@ -34,10 +34,10 @@ import yaml
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.engine.backends import backend
-from llm_fabric.engine.local.traffic import lognormal_lengths
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.gateway.objects.gateway import NAME as GATEWAY_SERVICE
+from llm_fabric.loadtest.burst import lognormal_lengths
 from llm_fabric.loadtest.inference_perf import (
     UPSTREAM_COMMIT,
     APIConfig,

@@ -1,4 +1,4 @@
-"""The known burst (`llm_fabric.engine.local.traffic`): its prompt-length distribution and its plan."""
+"""The known burst (`llm_fabric.loadtest.burst`): its prompt-length distribution and its plan."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank, plan_burst, write_records
 from llm_fabric.errors import UsageError
+from llm_fabric.loadtest.burst import lognormal_lengths, nearest_rank, plan_burst, write_records
 from llm_fabric.request_record import OK, RequestRecord
 
 

@@ -1,4 +1,4 @@
-"""Agentic sessions (`llm_fabric.engine.local.sessions`): their plan, and the burst command's refusals.
+"""Agentic sessions (`llm_fabric.loadtest.sessions`): their plan, and the burst command's refusals.
 
 Sending them is tested through the real gateway (tests/gateway/test_sessions.py) and to the real
 engine (tests/gateway/test_engine.py).
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.sessions import MIN_TASK_CHARS, plan_sessions, shared_prefix
-from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank
 from llm_fabric.errors import UsageError
+from llm_fabric.loadtest.burst import lognormal_lengths, nearest_rank
+from llm_fabric.loadtest.sessions import MIN_TASK_CHARS, plan_sessions, shared_prefix
 
 
 def test_sessions_share_one_prefix_grow_each_turn_and_keep_the_distribution() -> None:

@@ -10,7 +10,7 @@ output appended, the whole conversation sent again):
 - turn 1 is that system message and the session's task; every later turn re-sends the conversation
   so far, the assistant's actual reply (so the engine sees the prefix it cached) and a tool result;
 - prompt lengths (characters of the messages' contents, the burst's `planned` tokens) are the
-  log-normal quantiles of `traffic.lognormal_lengths` for sessions x turns requests, dealt out so that
+  log-normal quantiles of `burst.lognormal_lengths` for sessions x turns requests, dealt out so that
   each session's turns grow: session s, turn t gets the (t x sessions + s)-th shortest. The burst as a
   whole has the distribution's p50 and p95 (the plan's, per deployment) while every session grows;
 - each turn asks for prompt / `ratio` output tokens (`ignore_eos`): input:output about 17:1 (seed
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from llm_fabric.engine.local.traffic import answered, json_headers, lognormal_lengths, record_head, stream_events
 from llm_fabric.errors import FabricError, UsageError
+from llm_fabric.loadtest.burst import answered, json_headers, lognormal_lengths, record_head, stream_events
 from llm_fabric.request_record import RequestRecord
 
 INPUT_OUTPUT_RATIO = 17.0
