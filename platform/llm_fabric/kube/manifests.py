@@ -6,8 +6,9 @@ wrap a bundle's manifests unchanged, and `fabric render` writes the same dicts a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 Manifest = dict[str, Any]
 
@@ -35,3 +36,20 @@ def file_name(obj: Manifest) -> str:
 
 def all_objects(bundles: list[Bundle]) -> list[Manifest]:
     return [obj for bundle in bundles for obj in bundle.objects]
+
+
+def network_policy(
+    name: str,
+    namespace: str,
+    labels: Mapping[str, str],
+    pods: Mapping[str, str],
+    direction: Literal["Ingress", "Egress"],
+    rules: list[dict[str, Any]],
+) -> Manifest:
+    """A NetworkPolicy for the pods matching `pods`: only `rules` in `direction` (policies of one direction add up)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"podSelector": {"matchLabels": pods}, "policyTypes": [direction], direction.lower(): rules},
+    }

@@ -15,7 +15,7 @@ from typing import Any
 from llm_fabric.gateway.budgets import COUNTERS_NAME, COUNTERS_PORT
 from llm_fabric.gateway.objects.gateway import GATEWAY_LABELS
 from llm_fabric.kube import labels as L
-from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.manifests import Bundle, Manifest, network_policy
 from llm_fabric.site.models import GatewayCounters
 from llm_fabric.trust.sites import TrustedSite
 
@@ -86,36 +86,12 @@ def _service(namespace: str, labels: dict[str, str]) -> Manifest:
 
 def _ingress(namespace: str, labels: dict[str, str]) -> Manifest:
     """Only the gateway's pods reach the store: the counts decide who is admitted."""
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{COUNTERS_NAME}-ingress", "namespace": namespace, "labels": labels},
-        "spec": {
-            "podSelector": {"matchLabels": COUNTERS_LABELS},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"podSelector": {"matchLabels": GATEWAY_LABELS}}],
-                    "ports": [{"protocol": "TCP", "port": COUNTERS_PORT}],
-                }
-            ],
-        },
-    }
+    gateway = {"podSelector": {"matchLabels": GATEWAY_LABELS}}
+    rule = {"from": [gateway], "ports": [{"protocol": "TCP", "port": COUNTERS_PORT}]}
+    return network_policy(f"{COUNTERS_NAME}-ingress", namespace, labels, COUNTERS_LABELS, "Ingress", [rule])
 
 
 def _gateway_egress(namespace: str, labels: dict[str, str]) -> Manifest:
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{COUNTERS_NAME}-egress", "namespace": namespace, "labels": labels},
-        "spec": {
-            "podSelector": {"matchLabels": GATEWAY_LABELS},
-            "policyTypes": ["Egress"],
-            "egress": [
-                {
-                    "to": [{"podSelector": {"matchLabels": COUNTERS_LABELS}}],
-                    "ports": [{"protocol": "TCP", "port": COUNTERS_PORT}],
-                }
-            ],
-        },
-    }
+    store = {"podSelector": {"matchLabels": COUNTERS_LABELS}}
+    rule = {"to": [store], "ports": [{"protocol": "TCP", "port": COUNTERS_PORT}]}
+    return network_policy(f"{COUNTERS_NAME}-egress", namespace, labels, GATEWAY_LABELS, "Egress", [rule])

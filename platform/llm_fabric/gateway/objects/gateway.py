@@ -35,7 +35,7 @@ from llm_fabric.gateway.runtime.settings import (
     WRITER_ENV,
 )
 from llm_fabric.kube import labels as L
-from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.manifests import Bundle, Manifest, network_policy
 from llm_fabric.observability.canary import PORT as PROBER_PORT
 from llm_fabric.observability.canary import PROBER_LABELS, prober_url
 from llm_fabric.plan.document import Plan
@@ -227,12 +227,7 @@ def _egress(site: TrustedSite, site_id: str, namespace: str, labels: dict[str, s
     allowed = site.config.sites[site_id].egress_allowed  # other sites' gateways and external providers
     if allowed:
         egress.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in allowed]})
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": f"{NAME}-egress", "namespace": namespace, "labels": labels},
-        "spec": {"podSelector": {"matchLabels": GATEWAY_LABELS}, "policyTypes": ["Egress"], "egress": egress},
-    }
+    return network_policy(f"{NAME}-egress", namespace, labels, GATEWAY_LABELS, "Egress", egress)
 
 
 def _alerts(namespace: str, labels: dict[str, str]) -> Manifest:
