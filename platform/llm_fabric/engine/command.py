@@ -2,13 +2,15 @@
 
 `ServingArgs` is the one spelling of a replica's serving options, carried from the plan's sizing
 (`plan.figures`) and the CLI to the backend's builder (`engine.vllm.command`, `engine.sglang.command`);
-`checked` is the check both engines share (kernel matrix, TP size, KV dtype, context), and
-`generation_override` the recipe's generation defaults in the keys both read.
+`checked` is the check both engines share (kernel matrix, TP size, KV dtype, context),
+`generation_override` the recipe's generation defaults in the keys both read, and `served_as` and
+`parser_args` the flags both spell alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.recipes import Recipe
@@ -124,3 +126,38 @@ def generation_override(
     if (top_p if top_p is not None else gen.top_p) is not None:
         override["top_p"] = top_p if top_p is not None else gen.top_p  # type: ignore[assignment]
     return override
+
+
+def served_as(serving: ServingArgs) -> list[str]:
+    """The name the engine answers to (what the gateway routes by) and the address it listens on in its pod."""
+    name = serving.served_model_name or serving.recipe.id
+    return ["--served-model-name", name, "--host", "0.0.0.0", "--port", str(serving.port)]
+
+
+class ParserNames(Protocol):
+    """A recipe's parsers in one engine's names: the recipe itself (vLLM's), or its `sglang:` section."""
+
+    @property
+    def tool_call_parser(self) -> str | None: ...
+    @property
+    def reasoning_parser(self) -> str | None: ...
+    @property
+    def chat_template(self) -> str | None: ...
+
+
+def parser_args(names: ParserNames, *, trust_remote_code: bool, tool_choice: tuple[str, ...] = ()) -> list[str]:
+    """The tool-call and reasoning parsers, the chat template and remote code: flags vLLM and SGLang spell alike.
+
+    `tool_choice`: the flags an engine needs before its tool-call parser does anything (vLLM's
+    `--enable-auto-tool-choice`).
+    """
+    out: list[str] = []
+    if names.tool_call_parser:
+        out += [*tool_choice, "--tool-call-parser", names.tool_call_parser]
+    if names.reasoning_parser:
+        out += ["--reasoning-parser", names.reasoning_parser]
+    if names.chat_template:
+        out += ["--chat-template", names.chat_template]
+    if trust_remote_code:
+        out.append("--trust-remote-code")
+    return out

@@ -37,6 +37,8 @@ from llm_fabric.engine.command import (
     ServingArgs,
     checked,
     generation_override,
+    parser_args,
+    served_as,
 )
 from llm_fabric.engine.loop_guard_config import loop_guard_settings
 from llm_fabric.engine.recipes import Recipe, SglangSettings
@@ -105,19 +107,6 @@ def _parallel_args(recipe: Recipe, tp: int, attn_dp_size: int, ep_size: int) -> 
     return args
 
 
-def _parser_args(recipe: Recipe, settings: SglangSettings) -> list[str]:
-    out: list[str] = []
-    if settings.tool_call_parser:
-        out += ["--tool-call-parser", settings.tool_call_parser]
-    if settings.reasoning_parser:
-        out += ["--reasoning-parser", settings.reasoning_parser]
-    if settings.chat_template:
-        out += ["--chat-template", settings.chat_template]
-    if recipe.trust_remote_code:
-        out.append("--trust-remote-code")
-    return out
-
-
 def parallel_sizes(serving: ServingArgs) -> tuple[int, int, int]:
     """(tensor-parallel, attention-DP, expert-parallel) sizes: SGLang's own when given, else the layout's.
 
@@ -166,16 +155,7 @@ def sglang_command(serving: ServingArgs) -> EngineCommand:
         )
     option = recipe.quantizations[quant]  # type: ignore[index]
     running = max_running_requests or default_max_num_seqs(gpu)
-    args = [
-        "--model-path",
-        option.checkpoint,
-        "--served-model-name",
-        serving.served_model_name or recipe.id,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(serving.port),
-    ]
+    args = ["--model-path", option.checkpoint, *served_as(serving)]
     args += _parallel_args(recipe, tensor_parallel_size, attn_dp_size, ep_size)
     if quant in settings.quantization_args:
         args += ["--quantization", settings.quantization_args[quant]]
@@ -191,7 +171,7 @@ def sglang_command(serving: ServingArgs) -> EngineCommand:
         "--max-queued-requests",
         str(max_queued_requests or running),
     ]
-    args += _parser_args(recipe, settings)
+    args += parser_args(settings, trust_remote_code=recipe.trust_remote_code)
     args += ["--enable-metrics", "--enable-cache-report"]
     if serving.priority_scheduling:
         args += [
