@@ -53,3 +53,11 @@ def network_policy(
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"podSelector": {"matchLabels": pods}, "policyTypes": [direction], direction.lower(): rules},
     }
+
+
+def claim_spec(access_mode: str, storage: str, storage_class: str | None) -> dict[str, Any]:
+    """A PersistentVolumeClaim's spec: one access mode, its size, and the class where the site names one."""
+    spec: dict[str, Any] = {"accessModes": [access_mode], "resources": {"requests": {"storage": storage}}}
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return spec

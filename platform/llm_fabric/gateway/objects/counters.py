@@ -10,12 +10,10 @@ gateway's own egress policy stays as it is). Nothing is rendered where the opera
 
 from __future__ import annotations
 
-from typing import Any
-
 from llm_fabric.gateway.budgets import COUNTERS_NAME, COUNTERS_PORT
 from llm_fabric.gateway.objects.gateway import GATEWAY_LABELS
 from llm_fabric.kube import labels as L
-from llm_fabric.kube.manifests import Bundle, Manifest, network_policy
+from llm_fabric.kube.manifests import Bundle, Manifest, claim_spec, network_policy
 from llm_fabric.site.models import GatewayCounters
 from llm_fabric.trust.sites import TrustedSite
 
@@ -52,9 +50,7 @@ def _statefulset(namespace: str, counters: GatewayCounters, labels: dict[str, st
         "volumeMounts": [{"name": "data", "mountPath": DATA_DIR}],
         "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True, "runAsUser": 999},
     }
-    claim: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": counters.storage}}}
-    if counters.storage_class:
-        claim["storageClassName"] = counters.storage_class
+    claim = claim_spec("ReadWriteOnce", counters.storage, counters.storage_class)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -35,7 +35,7 @@ from llm_fabric.gateway.runtime.settings import (
     WRITER_ENV,
 )
 from llm_fabric.kube import labels as L
-from llm_fabric.kube.manifests import Bundle, Manifest, network_policy
+from llm_fabric.kube.manifests import Bundle, Manifest, claim_spec, network_policy
 from llm_fabric.observability.canary import PORT as PROBER_PORT
 from llm_fabric.observability.canary import PROBER_LABELS, prober_url
 from llm_fabric.plan.document import Plan
@@ -192,18 +192,13 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
 
 def _records_claim(namespace: str, gw: GatewayConfig, labels: dict[str, str]) -> Manifest:
     """The meter's folder, kept across restarts and rollouts until its closed days are collected."""
-    spec: dict[str, Any] = {
-        # one pod (Recreate): ReadWriteOnce; several pods on several nodes need a ReadWriteMany class
-        "accessModes": ["ReadWriteOnce" if gw.replicas == 1 else "ReadWriteMany"],
-        "resources": {"requests": {"storage": gw.records_storage}},
-    }
-    if gw.records_storage_class:
-        spec["storageClassName"] = gw.records_storage_class
+    # one pod (Recreate): ReadWriteOnce; several pods on several nodes need a ReadWriteMany class
+    access_mode = "ReadWriteOnce" if gw.replicas == 1 else "ReadWriteMany"
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": RECORDS_CLAIM, "namespace": namespace, "labels": labels},
-        "spec": spec,
+        "spec": claim_spec(access_mode, gw.records_storage, gw.records_storage_class),
     }
 
 
