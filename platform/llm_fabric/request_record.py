@@ -16,9 +16,13 @@ runtime can import it.
 | completion_tokens | integer | yes (may be null) | output tokens; null: 0 |
 | cached_prompt_tokens | integer | no | input tokens served from the prefix cache |
 | ttft_ms | number | no | time to first token in milliseconds |
-| status | string | yes | the HTTP status the client got, 3 digits: `200` a success, `429` a refusal; or `cut`: the answer began (200) and broke off before its end (the engine's stream ended unfinished), a failure |
+| status | string | yes | the HTTP status the client got, 3 digits (`200` a success, `429` a refusal), or `cut` |
 | request_id | string | no | the natural key (below) |
 | data_class, prompt | string | no | the meter's: data class, prompt where logging is allowed; not read |
+
+`cut`: a streamed answer began (200) and broke off before its end (the engine's stream ended
+unfinished); the client got an error event, not [DONE]; the ledger counts it as a failure, with the
+output tokens it delivered.
 
 A refused request has no prompt length: its `prompt_tokens` is null (the month's prompt percentiles
 do not count it as a length-0 prompt) and its `completion_tokens` 0. The ledger also reads the status

@@ -12,7 +12,8 @@ Keys (prefix: the federation): `tenant:T:in-flight`, `deployment:D:in-flight`, `
 (sorted sets of call ids, scored by when a lost request leaves them on its own), `tenant:T:minute` (a
 hash of per-second fields `S:r` requests, `S:i` input tokens, `S:o` output tokens, by arrival second),
 `tenant:T:month:YYYY-MM` (a hash: `tokens`, `nano`, the price in 10^-9 of the currency: what departed
-requests used plus what the requests in flight reserved), which expires a month after its month ends; for the fair shares, `deployment:D:tenant:T:in-flight` (a sorted set as
+requests used plus what the requests in flight reserved), which expires a month after its month ends;
+for the fair shares, `deployment:D:tenant:T:in-flight` (a sorted set as
 above) and `deployment:D:tenant:T:asking` (one member, scored by when the tenant's last arrival there stops
 counting: until then the tenant is asking for its share).
 """
