@@ -19,6 +19,7 @@ runtime can import it.
 | status | string | yes | the HTTP status the client got, 3 digits (`200` a success, `429` a refusal), or `cut` |
 | request_id | string | no | the natural key (below) |
 | data_class, prompt | string | no | the meter's: data class, prompt where logging is allowed; not read |
+| relay_from | string | no | the meter's: the entry site of a request another site's gateway relayed; not read |
 
 `cut`: a streamed answer began (200) and broke off before its end (the engine's stream ended
 unfinished); the client got an error event, not [DONE]; the ledger counts it as a failure, with the
@@ -89,6 +90,11 @@ class RequestRecord(FabricModel):
     ttft_ms: Annotated[float, Field(ge=0, lt=MAX_TTFT_MS)] | None = None
     status: HttpStatus = Field(description="the HTTP status the client got (200 is a success), or `cut`")
     request_id: str | None = None
+    relay_from: str | None = Field(
+        None,
+        description="the entry site, when another site's gateway relayed the request here: its record and "
+        "the entry's share the request id, and the ledger keeps one of them",
+    )
     data_class: str | None = None
     prompt: str | None = None
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -35,8 +36,6 @@ from litellm.proxy.auth.route_checks import RouteChecks
 from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, Usage, retry_headers
 from llm_fabric.gateway.runtime.counters import Counters, MemoryCounters, RedisCounters
 from llm_fabric.gateway.runtime.frontdoor import (
-    ENTRY_HEADER,
-    TENANT_HEADER,
     UNAVAILABLE,
     is_peer_key,
     relay_headers,
@@ -52,6 +51,7 @@ from llm_fabric.gateway.runtime.policy import (
     route,
     strip_engine_fields,
 )
+from llm_fabric.gateway.runtime.relay import RELAY_HEADER, Assertion, Verifier, assertion_header, peer_keys, signing_key
 from llm_fabric.gateway.runtime.rotation import rotation
 from llm_fabric.gateway.runtime.settings import (
     RECORDS_ENV,
@@ -124,6 +124,7 @@ class _Open:
     prompt: str | None = None
     group: str | None = None
     relayed_for: str | None = None  # the entry site, when another site's gateway relayed this request
+    relay_id: str | None = None  # the entry's request id (its record's), which this site's record shares
 
 
 class _State:
@@ -138,6 +139,8 @@ class _State:
         self.admission = Admission(
             float(settings.retry_after_s), store, stale_after_s=settings.stale_after_s, currency=settings.currency
         )
+        self.signer = signing_key()
+        self.relays = Verifier(settings.site, peer_keys())
         records = os.environ.get(RECORDS_ENV)
         self.meter = (
             Meter(Path(records), writer=os.environ.get(WRITER_ENV) or None, clock=self.clock) if records else None
@@ -197,25 +200,42 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
 
 
 def _relay_auth(st: _State, request: Request) -> UserAPIKeyAuth:
-    """Another site's gateway relays a request it admitted: the tenant it names, only its own groups here."""
-    tenant = request.headers.get(TENANT_HEADER) or ""
-    if tenant not in st.settings.tenants:
-        raise ProxyException(
-            message=f"a relay names tenant `{tenant}`, which this gateway does not know",
-            type="auth_error",
-            param=TENANT_HEADER,
-            code=401,
-        )
+    """Another site's gateway relays a request it admitted: believed only with the entry site's signature
+    (`relay`), and then only as far as the tenant's own key would go here: its classes, only its groups."""
+    verdict = st.relays.verify(request.headers.get(RELAY_HEADER), time.time())
+    if isinstance(verdict, str):
+        raise ProxyException(message=verdict, type="auth_error", param=RELAY_HEADER, code=401)
+    refused = _relay_refusal(st, verdict)
+    if refused is not None:
+        raise ProxyException(message=refused, type="auth_error", param=RELAY_HEADER, code=403)
+    tenant = verdict.tenant
     groups = sorted({g for by_class in st.settings.tenants[tenant].groups.values() for g in by_class.values()})
-    entry = request.headers.get(ENTRY_HEADER) or "?"
     return UserAPIKeyAuth(
-        api_key=key_digest(f"relay:{entry}"),
+        api_key=key_digest(f"relay:{verdict.entry}"),
         user_id=tenant,
-        key_alias=f"{tenant} via {entry}",
+        key_alias=f"{tenant} via {verdict.entry}",
         models=groups,
-        metadata={"fabric_tenant": tenant, "fabric_relay": entry},
+        metadata={
+            "fabric_tenant": tenant,
+            "fabric_relay": verdict.entry,
+            "fabric_relay_class": verdict.data_class,
+            "fabric_relay_id": verdict.request_id,
+        },
         allowed_routes=list(TENANT_ROUTES),
     )
+
+
+def _relay_refusal(st: _State, asserted: Assertion) -> str | None:
+    """What a signed assertion claims beyond the tenant's own reach (None: nothing)."""
+    access = st.settings.tenants.get(asserted.tenant)
+    if access is None:
+        return f"a relay names tenant `{asserted.tenant}`, which this gateway does not know"
+    if asserted.data_class not in access.data_classes:
+        return f"a relay claims `{asserted.data_class}` data for tenant `{asserted.tenant}`, not one of its classes"
+    entries = st.settings.entry_sites.get(asserted.data_class)
+    if entries is not None and asserted.entry not in entries:
+        return f"`{asserted.data_class}` data may not enter at `{asserted.entry}`: a relay from there is refused"
+    return None
 
 
 def _text_of(messages: Any) -> str:
@@ -292,7 +312,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
 
     def _record(self, request_id: str, opened: _Open, status: int | str, **fields: Any) -> None:
         st = state()
-        if st.meter is None or opened.relayed_for is not None:  # the entry gateway meters a relayed request
+        if st.meter is None:
             return
         st.meter.write(
             RequestRecord(
@@ -300,7 +320,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
                 model=opened.deployment,
                 tenant=opened.tenant,
                 status=str(status),
-                request_id=request_id,
+                request_id=opened.relay_id or request_id,  # a relay's record is the entry's request: one id
+                relay_from=opened.relayed_for,
                 data_class=opened.data_class,
                 prompt=opened.prompt,
                 **fields,
@@ -317,11 +338,15 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         call_id = str(data.setdefault("litellm_call_id", str(uuid.uuid4())))
         model = str(data.get("model", ""))
         opened = _Open(arrived=now, tenant=tenant, deployment=model)
-        relayed = (user_api_key_dict.metadata or {}).get("fabric_relay")
+        meta = user_api_key_dict.metadata or {}
+        relayed = meta.get("fabric_relay")
         opened.relayed_for = str(relayed) if relayed is not None else None
+        opened.relay_id = str(meta["fabric_relay_id"]) if relayed is not None else None
         self._open[call_id] = opened
         headers = (data.get("proxy_server_request") or {}).get("headers") or {}
-        decision = route(st.settings, tenant, model, headers.get(DATA_CLASS_HEADER))
+        # a relay's class is the one its entry signed, never a header
+        asked = str(meta["fabric_relay_class"]) if relayed is not None else headers.get(DATA_CLASS_HEADER)
+        decision = route(st.settings, tenant, model, asked)
         if isinstance(decision, Denial):
             raise ProxyException(
                 message=decision.message, type="permission_denied", param="model", code=decision.status
@@ -339,22 +364,8 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         if st.settings.log_prompts.get(decision.data_class, False):
             opened.prompt = text
         dep = st.settings.deployments[decision.deployment]
+        # a relay gets the tenant's own limits and budget here too: never more than its key would get
         access = st.settings.tenants[tenant]
-        if (
-            opened.relayed_for is not None
-        ):  # the entry held the tenant's limits and budgets; this site holds its replicas'
-            access = access.model_copy(
-                update=dict.fromkeys(
-                    (
-                        "requests_per_minute",
-                        "input_tokens_per_minute",
-                        "output_tokens_per_minute",
-                        "max_concurrent_requests",
-                        "tokens_per_month",
-                        "price_per_month",
-                    )
-                )
-            )
         # a budgeted request reserves its most against the month: one that names no bound gets the settings'
         bound = output_bound(data, dep)
         if bound is None and (access.tokens_per_month is not None or access.price_per_month is not None):
@@ -434,6 +445,14 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
                     **(kwargs.get("extra_headers") or {}),
                     **relay_headers(opened.tenant, state().settings.site),
                     DATA_CLASS_HEADER: opened.data_class,
+                    **assertion_header(
+                        state().signer,
+                        state().settings.site,
+                        str(info["fabric_relay"]),
+                        opened.tenant,
+                        opened.data_class,
+                        str(kwargs.get("litellm_call_id", "")),
+                    ),
                 }
                 kwargs["extra_headers"] = headers
         return kwargs
@@ -482,7 +501,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         if opened.ticket is not None:
             used = Usage(opened.ticket.input_tokens, 0, delivered)
             rates = st.settings.prices.get(opened.ticket.deployment)
-            await st.admission.release(opened.ticket, used, rates, count_month=opened.relayed_for is None)
+            await st.admission.release(opened.ticket, used, rates)
         self._record(call_id, opened, CUT, completion_tokens=delivered)
 
     def _unavailable(self, opened: _Open, status: int) -> HTTPException | None:
@@ -523,7 +542,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         if opened.ticket is not None:
             used = Usage(prompt_tokens, int(cached or 0), completion_tokens)
             rates = st.settings.prices.get(opened.ticket.deployment)
-            await st.admission.release(opened.ticket, used, rates, count_month=opened.relayed_for is None)
+            await st.admission.release(opened.ticket, used, rates)
         self._record(
             call_id,
             opened,
@@ -537,4 +556,3 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
 
 
 fabric_hooks = FabricHooks()
-
