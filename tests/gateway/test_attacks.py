@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from tests.fixtures.gateway_site import Backend
 from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.gateway.conftest import Gateway, require_gateway, running_gateway
+from tests.gateway.conftest import TEST_PEER_KEY, Gateway, relay_keys, require_gateway, running_gateway
 from tests.gateway.test_shared_counters import counted_site, hi, settled
 
+from llm_fabric.engine.local.server import free_port
+from llm_fabric.gateway.runtime.relay import RELAY_HEADER, Assertion, sign
 from llm_fabric.gateway.runtime.settings import COUNTERS_URL_ENV
 
 
@@ -228,3 +232,104 @@ def test_a_stream_cut_midway_ends_in_an_error_event_and_is_metered_as_cut(site: 
     time.sleep(1)  # a success callback, if one came, would write a second record by now
     rows = [r for r in site.a.rows() if r.get("request_id") == call_id]
     assert [(r["status"], r["completion_tokens"]) for r in rows] == [("cut", 1)], rows
+
+
+# F1 ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Federation:
+    brno: Gateway
+    vienna: Gateway
+    backends: dict[str, Backend]
+
+
+@pytest.fixture(scope="module")
+def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]:
+    """Brno's and Vienna's gateways, relaying to each other, each counting in its own store."""
+    require_gateway()
+    root = tmp_path_factory.mktemp("attacks-relay")
+    with redis_server(root / "redis") as redis:
+        repo, plan, keys = counted_site(root)
+        backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True)}
+        for backend in backends.values():
+            backend.start()
+        ports = {"brno": free_port(), "vienna": free_port()}
+
+        def peer(site: str) -> tuple[str, ...]:
+            return (f"{site}=http://127.0.0.1:{ports[site]}/v1",)
+
+        try:
+            with (
+                running_gateway(
+                    repo, plan, root / "vienna", [f"qwen3-5={backends['vienna'].url}"], [], site="vienna",
+                    peers=peer("brno"), port=ports["vienna"], env={COUNTERS_URL_ENV: redis.url(2)},
+                ) as vienna,
+                running_gateway(
+                    repo, plan, root / "brno", [f"qwen3-5={backends['brno'].url}"], [], site="brno",
+                    peers=peer("vienna"), port=ports["brno"], env={COUNTERS_URL_ENV: redis.url(1)},
+                ) as brno,
+            ):  # fmt: skip
+                yield Federation(
+                    Gateway(brno, keys, root / "brno" / "records", repo, plan, backends),
+                    Gateway(vienna, keys, root / "vienna" / "records", repo, plan, backends),
+                    backends,
+                )
+        finally:
+            for backend in backends.values():
+                backend.stop()
+
+
+def _signed(by: str, entry: str, tenant: str, data_class: str, request_id: str) -> dict[str, str]:
+    """An assertion signed with site `by`'s relay key (what a gateway holding that key can send)."""
+    private, _ = relay_keys()
+    key = load_pem_private_key(private[by].read_bytes(), password=None)
+    assert isinstance(key, Ed25519PrivateKey)
+    assertion = Assertion(entry, "vienna", tenant, data_class, request_id, time.time() + 60)
+    return {RELAY_HEADER: sign(key, assertion)}
+
+
+def test_the_peer_key_alone_no_longer_speaks_for_a_tenant(federation: Federation) -> None:
+    """Issue 39 found the peer key with `X-Fabric-Tenant` served past a spent budget, unmetered, and with the
+    owner's priority: without its entry site's signature a relay is now refused."""
+    vienna = federation.vienna
+    while vienna.chat("budgeted", "qwen3-5", hi("budgeted"))[0] == 200:  # spend the budget at vienna
+        pass
+    for tenant in ("budgeted", "ceitec-structural"):
+        headers = {"X-Fabric-Tenant": tenant, "X-Fabric-Entry-Site": "brno", "X-Fabric-Data-Class": "public"}
+        status, _, body = vienna.chat(None, "qwen3-5", f"peer-key-{tenant}", key=TEST_PEER_KEY, headers=headers)
+        assert status == 401, body
+        assert body["error"]["message"] == "a relay must carry its entry site's signed assertion (x-fabric-relay)"
+    assert not [r for r in federation.backends["vienna"].served() if "peer-key-" in r["text"]]
+
+
+def test_a_site_cannot_sign_for_another_nor_replay_a_relay(federation: Federation) -> None:
+    vienna = federation.vienna
+    forged = _signed("vienna", "brno", "muni-researchers", "public", "forged-1")  # vienna's key, brno's name
+    status, _, body = vienna.chat(None, "qwen3-5@public", "forged", key=TEST_PEER_KEY, headers=forged)
+    assert status == 401 and body["error"]["message"] == "the relay's assertion is not signed by `brno`'s relay key"
+    good = _signed("brno", "brno", "muni-researchers", "public", "relay-once")
+    status, _, body = vienna.chat(None, "qwen3-5@public", "once", key=TEST_PEER_KEY, headers=good)
+    assert status == 200, body
+    status, _, body = vienna.chat(None, "qwen3-5@public", "twice", key=TEST_PEER_KEY, headers=good)
+    assert status == 401
+    assert body["error"]["message"] == "the relay's assertion for request relay-once was already used"
+    # sensitive data may not enter at vienna: brno's key cannot claim it entered there either
+    abroad = _signed("brno", "vienna", "fnusa-clinical", "sensitive", "abroad-1")
+    status, _, body = vienna.chat(None, "qwen3-5", "abroad", key=TEST_PEER_KEY, headers=abroad)
+    assert status == 401 and "not signed by `vienna`'s relay key" in body["error"]["message"]
+
+
+def test_a_signed_relay_gets_the_tenants_own_budget_and_is_metered_as_a_relay(federation: Federation) -> None:
+    vienna = federation.vienna
+    while vienna.chat("federated", "qwen3-5", hi("federated"))[0] == 200:  # vienna's share of the budget
+        pass
+    signed = _signed("brno", "brno", "federated", "public", "over-budget-1")
+    status, _, body = vienna.chat(None, "qwen3-5@public", hi("federated"), key=TEST_PEER_KEY, headers=signed)
+    assert status == 429 and body["error"]["type"] == "budget_exceeded", body
+    assert "tenant `federated` has spent its monthly budget" in body["error"]["message"]
+    deadline = time.monotonic() + 10
+    while not (rows := [r for r in vienna.rows() if r.get("request_id") == "over-budget-1"]):
+        assert time.monotonic() < deadline, "the relay was not metered at the serving site"
+        time.sleep(0.1)
+    assert [(r["status"], r["relay_from"], r["tenant"]) for r in rows] == [("429", "brno", "federated")]
