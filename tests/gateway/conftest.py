@@ -177,6 +177,30 @@ def running_gateway(
         yield f"http://127.0.0.1:{port}"
 
 
+@contextlib.contextmanager
+def relaying_sites(
+    repo: Path, plan: Path, root: Path, engines: dict[str, list[str]], env: dict[str, dict[str, str]] | None = None
+) -> Iterator[dict[str, str]]:
+    """A gateway per site of `engines` (site -> its --endpoint values), started in that order, each with the
+    others as its peers; yields site -> URL. `env`: a site's more environment (its counter store)."""
+    ports = {site: free_port() for site in engines}
+
+    def peers(site: str) -> tuple[str, ...]:
+        return tuple(f"{other}=http://127.0.0.1:{port}/v1" for other, port in ports.items() if other != site)
+
+    with contextlib.ExitStack() as stack:
+        urls = {
+            site: stack.enter_context(
+                running_gateway(
+                    repo, plan, root / site, endpoints, [], site=site, peers=peers(site), port=ports[site],
+                    env=(env or {}).get(site),
+                )
+            )
+            for site, endpoints in engines.items()
+        }  # fmt: skip
+        yield urls
+
+
 @pytest.fixture(scope="session")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     with gateway_with_backends(tmp_path_factory.mktemp("gateway")) as started:

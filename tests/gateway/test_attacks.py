@@ -25,58 +25,26 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from tests.fixtures.gateway_site import Backend
-from tests.fixtures.redis_server import RedisServer, redis_server
-from tests.gateway.conftest import TEST_PEER_KEY, Gateway, relay_keys, require_gateway, running_gateway
-from tests.gateway.test_shared_counters import counted_site, hi, settled
+from tests.fixtures.redis_server import redis_server
+from tests.gateway.conftest import (
+    TEST_PEER_KEY,
+    Gateway,
+    relay_keys,
+    relaying_sites,
+    require_gateway,
+    running_gateway,
+)
+from tests.gateway.test_shared_counters import Pods, counted_site, hi, settled, two_pods
 
-from llm_fabric.engine.local.server import free_port
 from llm_fabric.gateway.runtime.relay import RELAY_HEADER, Assertion, sign
 from llm_fabric.gateway.runtime.settings import COUNTERS_URL_ENV
 
 
-@dataclass
-class Site:
-    a: Gateway
-    b: Gateway
-    redis: RedisServer
-    root: Path
-    repo: Path
-    plan: Path
-    endpoints: list[str]
-    keys: dict[str, str]
-    backend: Backend
-
-
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
     """Two pods of brno's gateway counting in one redis-server, in front of a recording backend."""
-    require_gateway()
-    root = tmp_path_factory.mktemp("attacks")
-    with redis_server(root / "redis") as redis:
-        repo, plan, keys = counted_site(root, budget_shares={"brno": 1.0})
-        backend = Backend("brno", True)
-        backend.start()
-        endpoints = [f"qwen3-5={backend.url}", f"qwen3-5-122b={backend.url}"]
-        env = {COUNTERS_URL_ENV: redis.url()}
-        try:
-            with (
-                running_gateway(repo, plan, root / "a", endpoints, [], env=env) as url_a,
-                running_gateway(repo, plan, root / "b", endpoints, [], env=env) as url_b,
-            ):
-                backends = {"brno": backend}
-                yield Site(
-                    Gateway(url_a, keys, root / "a" / "records", repo, plan, backends),
-                    Gateway(url_b, keys, root / "b" / "records", repo, plan, backends),
-                    redis,
-                    root,
-                    repo,
-                    plan,
-                    endpoints,
-                    keys,
-                    backend,
-                )
-        finally:
-            backend.stop()
+    with two_pods(tmp_path_factory.mktemp("attacks")) as started:
+        yield started
 
 
 def _get(url: str, path: str, key: str) -> tuple[int, Any]:
@@ -96,7 +64,7 @@ def _tokens(row: dict[str, Any]) -> int:
 # F9 ---------------------------------------------------------------------------------------------------
 
 
-def test_a_parallel_burst_stays_within_the_budget_plus_one_reservation(site: Site) -> None:
+def test_a_parallel_burst_stays_within_the_budget_plus_one_reservation(site: Pods) -> None:
     """12 parallel requests of a 25-token tenant, through both pods: once the month with the reservations in
     flight reaches the budget, the rest are refused (issue 39 found all 12 served: 8,064 tokens)."""
     text = hi("budgeted") + " sleep:1"  # 3 words: the backend answers 8 prompt + 3 completion tokens
@@ -121,7 +89,7 @@ def test_a_parallel_burst_stays_within_the_budget_plus_one_reservation(site: Sit
     assert status == 429 and f"({spent} of its 25 tokens in " in body["error"]["message"], body
 
 
-def test_a_request_without_max_tokens_holds_the_recipes_cap_until_it_settles(site: Site) -> None:
+def test_a_request_without_max_tokens_holds_the_recipes_cap_until_it_settles(site: Pods) -> None:
     """No max_tokens: the request reserves the recipe's (qwen3-5: 32768) while it runs, so a second one is
     refused meanwhile; once the first settles to its 11 tokens, the 15-token budget admits again."""
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -130,13 +98,13 @@ def test_a_request_without_max_tokens_holds_the_recipes_cap_until_it_settles(sit
         status, _, body = site.b.chat("rolling", "qwen3-5", hi("rolling"))
         assert status == 429 and body["error"]["type"] == "budget_exceeded", body
         assert first.result()[0] == 200
-    (served,) = [r for r in site.backend.served() if "held" in r["text"]]
+    (served,) = [r for r in site.a.backends["brno"].served() if "held" in r["text"]]
     assert served["body"]["max_tokens"] == 32768  # what it reserved is what it could have used
     settled("rolling", 2, site.a, site.b)
     assert site.b.chat("rolling", "qwen3-5", hi("rolling"))[0] == 200  # 11 of 15 spent: admitted
 
 
-def test_a_gateway_started_while_redis_is_down_refuses_a_budgeted_tenant(site: Site) -> None:
+def test_a_gateway_started_while_redis_is_down_refuses_a_budgeted_tenant(site: Pods) -> None:
     site.redis.stop()
     try:
         env = {COUNTERS_URL_ENV: site.redis.url()}
@@ -158,21 +126,21 @@ def test_a_gateway_started_while_redis_is_down_refuses_a_budgeted_tenant(site: S
 # F10 --------------------------------------------------------------------------------------------------
 
 
-def test_a_tenant_key_reaches_only_the_inference_routes(site: Site) -> None:
+def test_a_tenant_key_reaches_only_the_inference_routes(site: Pods) -> None:
     key = site.keys["muni-researchers"]
-    before = len(site.backend.served())
+    before = len(site.a.backends["brno"].served())
     for path in ("/health", "/model/info", "/v1/model/info", "/key/info", "/global/spend/report"):
         status, body = _get(site.a.url, path, key)
         assert status == 403, (path, body)
         message = body["error"]["message"]
         assert f"route {path} takes the gateway's master key: a tenant key reaches only" in message, message
         assert "http://127.0.0.1" not in json.dumps(body)  # no backend URL in the answer
-    assert len(site.backend.served()) == before  # /health called no backend
+    assert len(site.a.backends["brno"].served()) == before  # /health called no backend
     status, body = _get(site.a.url, "/v1/models", key)
     assert status == 200 and "qwen3-5@public" in {m["id"] for m in body["data"]}, body
 
 
-def test_the_master_key_opens_the_admin_routes_and_no_requests(site: Site, tmp_path: Path) -> None:
+def test_the_master_key_opens_the_admin_routes_and_no_requests(site: Pods, tmp_path: Path) -> None:
     from llm_fabric.gateway.config import build_gateway
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
     from llm_fabric.plan.document import load_plan
@@ -182,7 +150,7 @@ def test_the_master_key_opens_the_admin_routes_and_no_requests(site: Site, tmp_p
         load_site(site.repo),
         load_plan(site.plan),
         site_id="brno",
-        endpoints={("qwen3-5", None): site.backend.url},
+        endpoints={("qwen3-5", None): site.a.backends["brno"].url},
         peers={},
         local=True,
     )
@@ -203,7 +171,7 @@ def test_the_master_key_opens_the_admin_routes_and_no_requests(site: Site, tmp_p
 # F11 --------------------------------------------------------------------------------------------------
 
 
-def test_a_stream_cut_midway_ends_in_an_error_event_and_is_metered_as_cut(site: Site) -> None:
+def test_a_stream_cut_midway_ends_in_an_error_event_and_is_metered_as_cut(site: Pods) -> None:
     request = urllib.request.Request(
         site.a.url + "/v1/chat/completions",
         data=json.dumps(
@@ -254,25 +222,13 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Federation]
         backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True)}
         for backend in backends.values():
             backend.start()
-        ports = {"brno": free_port(), "vienna": free_port()}
-
-        def peer(site: str) -> tuple[str, ...]:
-            return (f"{site}=http://127.0.0.1:{ports[site]}/v1",)
-
+        engines = {"vienna": [f"qwen3-5={backends['vienna'].url}"], "brno": [f"qwen3-5={backends['brno'].url}"]}
+        stores = {"vienna": {COUNTERS_URL_ENV: redis.url(2)}, "brno": {COUNTERS_URL_ENV: redis.url(1)}}
         try:
-            with (
-                running_gateway(
-                    repo, plan, root / "vienna", [f"qwen3-5={backends['vienna'].url}"], [], site="vienna",
-                    peers=peer("brno"), port=ports["vienna"], env={COUNTERS_URL_ENV: redis.url(2)},
-                ) as vienna,
-                running_gateway(
-                    repo, plan, root / "brno", [f"qwen3-5={backends['brno'].url}"], [], site="brno",
-                    peers=peer("vienna"), port=ports["brno"], env={COUNTERS_URL_ENV: redis.url(1)},
-                ) as brno,
-            ):  # fmt: skip
+            with relaying_sites(repo, plan, root, engines, stores) as urls:
                 yield Federation(
-                    Gateway(brno, keys, root / "brno" / "records", repo, plan, backends),
-                    Gateway(vienna, keys, root / "vienna" / "records", repo, plan, backends),
+                    Gateway(urls["brno"], keys, root / "brno" / "records", repo, plan, backends),
+                    Gateway(urls["vienna"], keys, root / "vienna" / "records", repo, plan, backends),
                     backends,
                 )
         finally:

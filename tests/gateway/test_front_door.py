@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
-from tests.gateway.conftest import Gateway, require_gateway, running_gateway
+from tests.gateway.conftest import Gateway, relaying_sites, require_gateway
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.server import free_port
 
 
 @dataclass
@@ -50,27 +49,13 @@ def two_sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoSites]:
     backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True)}
     for backend in backends.values():
         backend.start()
-    ports = {"brno": free_port(), "vienna": free_port()}
-    for site in ports:
-        (root / site).mkdir()
-
-    def peer(site: str) -> tuple[str, ...]:
-        return (f"{site}=http://127.0.0.1:{ports[site]}/v1",)
-
     brno_engines = [f"qwen3-5={backends['brno'].url}", f"qwen3-5-122b={backends['brno'].url}"]
+    engines = {"vienna": [f"qwen3-5={backends['vienna'].url}"], "brno": brno_engines}
     try:
-        with (
-            running_gateway(
-                repo, plan, root / "vienna", [f"qwen3-5={backends['vienna'].url}"], [], site="vienna",
-                peers=peer("brno"), port=ports["vienna"],
-            ) as vienna_url,
-            running_gateway(
-                repo, plan, root / "brno", brno_engines, [], site="brno", peers=peer("vienna"), port=ports["brno"]
-            ) as brno_url,
-        ):  # fmt: skip
+        with relaying_sites(repo, plan, root, engines) as urls:
             yield TwoSites(
-                Gateway(brno_url, keys, root / "brno" / "records", repo, plan, backends),
-                Gateway(vienna_url, keys, root / "vienna" / "records", repo, plan, backends),
+                Gateway(urls["brno"], keys, root / "brno" / "records", repo, plan, backends),
+                Gateway(urls["vienna"], keys, root / "vienna" / "records", repo, plan, backends),
                 backends,
                 {},
             )
