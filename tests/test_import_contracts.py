@@ -52,7 +52,7 @@ def test_a_new_import_breaks_the_runtime_contracts(tmp_path: Path) -> None:
     package = tmp_path / "platform" / "llm_fabric"
     _append(package / "gateway" / "runtime" / "meter.py", "from llm_fabric.site import loader")
     _append(package / "engine" / "runtime" / "probe.py", "import yaml")
-    at = _append(package / "names.py", "import llm_fabric.atomicio")
+    at = _append(package / "request_record.py", "import llm_fabric.distribution")
 
     run = subprocess.run(
         [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"],
@@ -65,10 +65,10 @@ def test_a_new_import_breaks_the_runtime_contracts(tmp_path: Path) -> None:
     )
     said = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 1, said
-    assert ", 2 broken." in said
+    assert ", 3 broken." in said  # the gateway runtime, the engine runtime, and the burst (request_record)
     assert "- llm_fabric.gateway.runtime.meter -> llm_fabric.site.loader (l." in said
     assert "- llm_fabric.engine.runtime.probe -> yaml (l." in said
     assert (
-        f"- llm_fabric.names -> llm_fabric.atomicio (l.{at}): llm_fabric.atomicio is not on this "
-        "contract's allow-list (reached through llm_fabric.gateway.runtime.rotation)" in said
+        f"- llm_fabric.request_record -> llm_fabric.distribution (l.{at}): llm_fabric.distribution is not on this "
+        "contract's allow-list (reached through llm_fabric.gateway.runtime.hooks)" in said
     )
