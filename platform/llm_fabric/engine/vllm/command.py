@@ -60,14 +60,14 @@ def engine_command(serving: ServingArgs) -> EngineCommand:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1] (got {utilization})")
     if max_num_seqs is not None and max_num_seqs < 1:
         raise UsageError(f"max_num_seqs must be at least 1 (got {max_num_seqs})")
-    quant, kv, length = checked(
+    resolved = checked(
         recipe, gpu, layout.tensor_parallel_size, serving.quantization, serving.kv_cache_dtype, serving.max_model_len
     )
-    option = recipe.quantizations[quant]  # type: ignore[index]
+    option, kv, length = resolved.option, resolved.kv_cache_dtype, resolved.context_length
     args = [
-        option.checkpoint,
+        resolved.checkpoint,
         "--served-model-name",
-        serving.served_model_name or recipe.id,
+        serving.model_name,
         "--host",
         "0.0.0.0",
         "--port",
