@@ -240,6 +240,7 @@ def engine_gateway(tiny_engine: LocalEngine, tmp_path_factory: pytest.TempPathFa
         args = replica["engine_args"]
         if replica["deployment"] == "qwen3-5" and "--served-model-name" in args:
             args[args.index("--served-model-name") + 1] = ENGINE_RECIPE
+            replica["served_model_name"] = ENGINE_RECIPE
     plan.write_text(json.dumps(data))
     keys = issue_keys(repo)
     with running_gateway(repo, plan, root, [f"qwen3-5={tiny_engine.base_url}/v1"], []) as url:

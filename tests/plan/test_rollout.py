@@ -56,7 +56,7 @@ def _site(*deployments: Deployment, read_mb_s: float | None = None, spares: Poli
 def _review(base: SiteRepo, change: SiteRepo) -> tuple[Plan, Plan, Rollout]:
     base_plan = plan_site(base, time_limit_s=2)  # type: ignore[arg-type]
     plan = plan_site(change, base_plan, time_limit_s=2)  # type: ignore[arg-type]
-    return base_plan, plan, plan_rollout(change, base, base_plan, plan, "main")  # type: ignore[arg-type]
+    return base_plan, plan, plan_rollout(change, base_plan, plan, "main")  # type: ignore[arg-type]
 
 
 def _change(site: SiteRepo, name: str, **update: object) -> SiteRepo:

@@ -154,7 +154,7 @@ def test_random_changes_roll_out_within_the_rules(fed: SiteRepo, data: st.DataOb
     base = plan_site(fed, time_limit_s=2)  # type: ignore[arg-type]
     after = _changed(fed, data)
     plan = plan_site(after, base, time_limit_s=2)  # type: ignore[arg-type]
-    rollout = plan_rollout(after, fed, base, plan, "main")  # type: ignore[arg-type]
+    rollout = plan_rollout(after, base, plan, "main")  # type: ignore[arg-type]
     event("a surge" if any(d.surges for d in rollout.deployments) else "no surge")
     event("an outage" if any(d.outage_s for d in rollout.deployments) else "no outage")
     event("restarts" if rollout.deployments else "nothing restarts")

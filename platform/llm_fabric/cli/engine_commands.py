@@ -349,7 +349,7 @@ def engine_args_command(
     from llm_fabric.engine.backends import backend
     from llm_fabric.engine.capacity.model import estimate
     from llm_fabric.engine.command import ServingArgs
-    from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.engine.recipes import context_limit, get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)
@@ -362,7 +362,7 @@ def engine_args_command(
         parallelism=parallelism,  # type: ignore[arg-type]
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
-        context_tokens=max_model_len or recipe.architecture.max_context,
+        context_tokens=context_limit(recipe, max_model_len),
         gpu_memory_utilization=gpu_memory_utilization,
     ).layout
     engine = engine or recipe.engine

@@ -2,7 +2,8 @@
 
 `ServingArgs` is the one spelling of a replica's serving options, carried from the plan's sizing
 (`plan.figures`) and the CLI to the backend's builder (`engine.vllm.command`, `engine.sglang.command`);
-`checked` is the check both engines share (kernel matrix, TP size, KV dtype, context),
+`checked` is the check both engines share (kernel matrix, TP size, KV dtype, context) and what it
+resolves (the checkpoint a quantization loads, the context length: `recipes.context_limit`),
 `generation_override` the recipe's generation defaults in the keys both read, and `served_as` and
 `parser_args` the flags both spell alike.
 """
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from llm_fabric.engine.capacity.parallelism import Layout
-from llm_fabric.engine.recipes import Recipe
+from llm_fabric.engine.recipes import QuantizationOption, Recipe, context_limit
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
@@ -77,6 +78,26 @@ class ServingArgs:
     attn_dp_size: int | None = None
     ep_size: int | None = None
 
+    @property
+    def model_name(self) -> str:
+        """The name the engine answers to: the given one (the plan's: the deployment's), else the recipe's id."""
+        return self.served_model_name or self.recipe.id
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What `checked` resolves of a replica's serving options."""
+
+    quantization: str
+    option: QuantizationOption
+    kv_cache_dtype: str
+    context_length: int
+
+    @property
+    def checkpoint(self) -> str:
+        """The Hugging Face repo the quantization loads: the recipe's, the one place it is looked up."""
+        return self.option.checkpoint
+
 
 def checked(
     recipe: Recipe,
@@ -85,7 +106,7 @@ def checked(
     quantization: str | None,
     kv_cache_dtype: str | None,
     max_model_len: int | None,
-) -> tuple[str, str, int]:
+) -> Checked:
     quant, option = recipe.quantization(quantization)
     runs, reason = load_kernel_matrix().runs(gpu.architecture, quant, allow_weight_only=option.weight_only_fallback)
     if not runs:
@@ -105,10 +126,10 @@ def checked(
         )
     if kv not in load_kernel_matrix().for_architecture(gpu.architecture).kv_cache_dtypes:
         raise PolicyRefusal(f"KV-cache dtype `{kv}` has no kernel on {gpu.architecture} ({gpu.id})")
-    length = max_model_len or recipe.architecture.max_context
+    length = context_limit(recipe, max_model_len)
     if length > recipe.architecture.max_context:
         raise UsageError(f"max_model_len {length} exceeds {recipe.id}'s context of {recipe.architecture.max_context}")
-    return quant, kv, length
+    return Checked(quant, option, kv, length)
 
 
 def generation_override(

@@ -92,12 +92,6 @@ def _max_num_seqs(replica: ReplicaPlacement) -> int | None:
     return None
 
 
-def _served_name(replica: ReplicaPlacement) -> str:
-    """The model name the engine answers to (the plan's --served-model-name: the deployment's name)."""
-    args = replica.engine_args
-    return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else replica.deployment
-
-
 def _ranked_classes(site: SiteRepo, tenant: Tenant) -> list[str]:
     ranks = {name: dc.rank for name, dc in site.config.data_classes.items()}
     return sorted(tenant.data_classes, key=lambda c: (-ranks.get(c, 0), c))
@@ -446,7 +440,7 @@ def build_gateway(
                 slots = max(math.floor(access.capacity * per_site[s] / total), 1)
                 if s == site_id:
                     params = {
-                        "model": f"hosted_vllm/{_served_name(replicas[0])}",
+                        "model": f"hosted_vllm/{replicas[0].served_model_name}",
                         "api_base": reachable[s],
                         "api_key": "none",
                         "timeout": timeout,

@@ -113,9 +113,9 @@ def _compare(planned: Reported, reported: Reported) -> tuple[list[str], list[Fie
 def check_replica(replica: ReplicaPlacement, url: str, timeout: float) -> ReplicaCheck:
     engine = backend(replica.engine)
     planned = engine.planned_config(replica.engine_args)
-    fingerprint = replica.config_fingerprint
-    if fingerprint is not None and fingerprint.fields.engine_version is not None:
-        planned["engine_version"] = fingerprint.fields.engine_version
+    version = replica.config_fingerprint.fields.engine_version
+    if version is not None:
+        planned["engine_version"] = version
     agreeing: list[str] = []
     try:
         reported = engine.reported_config(url, timeout)

@@ -57,5 +57,5 @@ def plan_repo(
         plan = plan_site(site, base_plan, time_limit_s=time_limit_s)
         diff = diff_plans(base_plan, plan, base_rev)
         diff.weights = diff_locks(base_site.weights_lock, site.weights_lock)
-        rollout = plan_rollout(site, base_site, base_plan, plan, base_rev)
+        rollout = plan_rollout(site, base_plan, plan, base_rev)
     return ReviewedPlan(plan.model_copy(update={"diff": diff, "rollout": rollout}), diff, trust.changes)

@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llm_fabric.engine.capacity.cold_start import cold_start_s
-from llm_fabric.engine.recipes import load_recipes
 from llm_fabric.plan.document import (
     DeploymentRollout,
     Plan,
@@ -41,21 +40,6 @@ from llm_fabric.site.models import RolloutPolicy
 from llm_fabric.trust.sites import TrustedSite
 
 
-def _checkpoint(site: SiteRepo, deployment: str) -> str | None:
-    dep = site.deployments.get(deployment)
-    recipe = load_recipes().get(dep.recipe) if dep is not None else None
-    if dep is None or recipe is None:
-        return None
-    option = recipe.quantizations.get(dep.quantization or recipe.default_quantization)  # type: ignore[call-overload]
-    return option.checkpoint if option is not None else None
-
-
-def _locked_revision(site: SiteRepo, deployment: str) -> str | None:
-    checkpoint = _checkpoint(site, deployment)
-    locked = site.weights_lock.checkpoints.get(checkpoint) if checkpoint else None
-    return locked.revision if locked is not None else None
-
-
 def restart_reason(before: ReplicaPlacement, after: ReplicaPlacement, weights_changed: bool) -> RestartReason | None:
     """Why the change restarts a replica that both plans have (None: it keeps running). A move is named
     first: it says most about where capacity goes. Engine arguments or environment that changed without
@@ -68,9 +52,7 @@ def restart_reason(before: ReplicaPlacement, after: ReplicaPlacement, weights_ch
         return "engine"
     if weights_changed:
         return "weights"
-    fp_before = before.config_fingerprint.sha256 if before.config_fingerprint else None
-    fp_after = after.config_fingerprint.sha256 if after.config_fingerprint else None
-    if fp_before != fp_after:
+    if before.config_fingerprint.sha256 != after.config_fingerprint.sha256:
         return "fingerprint"
     if (before.engine_args, before.worker_engine_args, before.engine_env) != (
         after.engine_args,
@@ -84,8 +66,7 @@ def restart_reason(before: ReplicaPlacement, after: ReplicaPlacement, weights_ch
 def replica_cold_start_s(site: SiteRepo, plan: Plan, replica: ReplicaPlacement) -> int:
     """The expected cold start of a replica on its node: the locked bytes where the checkpoint is pinned,
     else the plan's weights estimate, at the node's measured read speed."""
-    checkpoint = _checkpoint(site, replica.deployment)
-    locked = site.weights_lock.checkpoints.get(checkpoint) if checkpoint else None
+    locked = site.weights_lock.checkpoints.get(replica.checkpoint)
     cap = plan.deployments.get(replica.deployment)
     weights = locked.size if locked is not None else int((cap.weights_gb if cap else 0.0) * 1e9)
     node = site.nodes.get(replica.node)
@@ -111,19 +92,18 @@ def _gpus_of(plan: Plan) -> set[tuple[str, int]]:
     return {(n, g) for r in plan.replicas for n in r.nodes for g in r.gpu_indices}
 
 
-def _changes(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan) -> list[_Change]:
+def _changes(site: TrustedSite, base_plan: Plan, plan: Plan) -> list[_Change]:
     base_gpus = _gpus_of(base_plan)
     out: list[_Change] = []
     for name in sorted({r.deployment for r in [*base_plan.replicas, *plan.replicas]}):
         before = {r.index: r for r in base_plan.replicas_of(name)}
         after = {r.index: r for r in plan.replicas_of(name)}
-        weights = _locked_revision(base_site, name) != _locked_revision(site, name)
         dep = site.deployments.get(name)
         change = _Change(name, dep.rollout if dep else RolloutPolicy(), [], [], [], [], [], [], len(before))
         for index in sorted(before.keys() | after.keys()):
             b, a = before.get(index), after.get(index)
             if b is not None and a is not None:
-                reason = restart_reason(b, a, weights)
+                reason = restart_reason(b, a, b.revision != a.revision)
                 if reason is not None:
                     change.restarts.append(ReplicaRestart(index=index, reason=reason, before=seat(b), after=seat(a)))
                     change.restarted.append(a)
@@ -242,9 +222,9 @@ def _after_the_holders(rollouts: list[DeploymentRollout], base_plan: Plan, plan:
     return rollouts
 
 
-def plan_rollout(site: TrustedSite, base_site: SiteRepo, base_plan: Plan, plan: Plan, base_rev: str) -> Rollout:
+def plan_rollout(site: TrustedSite, base_plan: Plan, plan: Plan, base_rev: str) -> Rollout:
     """How `plan` replaces `base_plan` replica by replica, and whether it may (`Rollout.refused`)."""
-    changes = _changes(site, base_site, base_plan, plan)
+    changes = _changes(site, base_plan, plan)
     room: Room | None = None
     out: list[DeploymentRollout] = []
     for change in changes:

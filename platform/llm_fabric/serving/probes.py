@@ -134,7 +134,6 @@ def drain_notice_url(replica: ReplicaPlacement, namespace: str) -> str:
 
 def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTiming) -> list[str]:
     engine = backend(replica.engine)
-    model = engine.planned_config(args)["served_model_name"]
     # skip the loop guard (a probe is no user's request) and, where the engine queues by priority, go first
     fields = request_fields(
         replica.engine,
@@ -143,15 +142,17 @@ def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTim
         low_values_first=engine.low_values_first(args),
     )
     command = [engine.probe_traits.python, "-m", PROBE_MODULE, "live", "--port", engine_port(args)]
-    command += ["--model", str(model), "--deadline", str(timing.deadline_s), "--tokens", str(LIVE_TOKENS)]
+    command += ["--model", replica.served_model_name, "--deadline", str(timing.deadline_s)]
+    command += ["--tokens", str(LIVE_TOKENS)]
     if fields:
         command += ["--fields", json.dumps(fields, sort_keys=True, separators=(",", ":"))]
     return [*command, "--state-file", LIVENESS_FILE]
 
 
-def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str) -> list[str]:
+def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str, *, canary: bool = True) -> list[str]:
+    """`canary`: the readiness reads the canary prober's verdict on the replica (False: a surge's)."""
     traits = backend(replica.engine).probe_traits
-    return [
+    command = [
         traits.python,
         "-m",
         PROBE_MODULE,
@@ -164,14 +165,14 @@ def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str) ->
         DRAIN_FILE,
         "--live-state-file",
         LIVENESS_FILE,
-        "--canary-url",
-        canary_url(replica, namespace),
     ]
+    return [*command, "--canary-url", canary_url(replica, namespace)] if canary else command
 
 
-def drain_command(replica: ReplicaPlacement, args: list[str], namespace: str) -> list[str]:
+def drain_command(replica: ReplicaPlacement, args: list[str], namespace: str, *, canary: bool = True) -> list[str]:
+    """`canary`: the drain tells the canary prober, which takes the replica out of the gateway's rotation."""
     traits = backend(replica.engine).probe_traits
-    return [
+    command = [
         traits.python,
         "-m",
         PROBE_MODULE,
@@ -186,9 +187,8 @@ def drain_command(replica: ReplicaPlacement, args: list[str], namespace: str) ->
         str(DRAIN_SETTLE_S),
         "--limit",
         str(TERMINATION_GRACE_S - ENGINE_STOP_S),
-        "--notice-url",
-        drain_notice_url(replica, namespace),
     ]
+    return [*command, "--notice-url", drain_notice_url(replica, namespace)] if canary else command
 
 
 def container_probes(
@@ -198,11 +198,15 @@ def container_probes(
     capacity: DeploymentCapacity | None,
     startup_failures: int,
     startup_period: int,
+    *,
+    canary: bool = True,
 ) -> dict[str, Any]:
-    """The container's `startupProbe`, `readinessProbe`, `livenessProbe` and `lifecycle` (its preStop)."""
+    """The container's `startupProbe`, `readinessProbe`, `livenessProbe` and `lifecycle` (its preStop).
+
+    `canary=False` for a replica the canary prober does not probe (a surge): the prober's verdict and drain
+    mark at its index are another replica's, so its readiness reads no verdict and its drain sends no notice."""
     traits = backend(replica.engine).probe_traits
-    max_model_len = backend(replica.engine).planned_config(args).get("max_model_len")
-    timing = liveness_timing(capacity, max_model_len if isinstance(max_model_len, int) else None)
+    timing = liveness_timing(capacity, replica.context_length)
     return {
         "startupProbe": {
             "httpGet": {"path": traits.health_path, "port": "http"},
@@ -211,7 +215,7 @@ def container_probes(
             "failureThreshold": startup_failures,
         },
         "readinessProbe": {
-            "exec": {"command": ready_command(replica, args, namespace)},
+            "exec": {"command": ready_command(replica, args, namespace, canary=canary)},
             "periodSeconds": READINESS_PERIOD_S,
             "timeoutSeconds": READINESS_TIMEOUT_S,
             "failureThreshold": READINESS_FAILURES,
@@ -222,7 +226,7 @@ def container_probes(
             "timeoutSeconds": timing.timeout_s,
             "failureThreshold": timing.failure_threshold,
         },
-        "lifecycle": {"preStop": {"exec": {"command": drain_command(replica, args, namespace)}}},
+        "lifecycle": {"preStop": {"exec": {"command": drain_command(replica, args, namespace, canary=canary)}}},
     }
 
 

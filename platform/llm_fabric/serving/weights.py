@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_fabric.engine.backends import backend
-from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Manifest
 from llm_fabric.plan.document import ReplicaPlacement
@@ -37,13 +36,9 @@ class PinnedWeights:
 
 
 def pinned_weights(site: SiteRepo, replica: ReplicaPlacement) -> PinnedWeights | None:
-    """The lock's entry for the checkpoint the replica loads (its recipe's, for its quantization), if pinned."""
-    deployment = site.deployments.get(replica.deployment)
-    if deployment is None or not site.weights_lock.checkpoints:
-        return None
-    _, option = get_recipe(deployment.recipe).quantization(replica.quantization)
-    locked = site.weights_lock.checkpoints.get(option.checkpoint)
-    return PinnedWeights(option.checkpoint, locked) if locked is not None else None
+    """The lock's entry for the checkpoint the replica loads (the plan's), if pinned."""
+    locked = site.weights_lock.checkpoints.get(replica.checkpoint)
+    return PinnedWeights(replica.checkpoint, locked) if locked is not None else None
 
 
 def lock_configmap(namespace: str, pinned: list[PinnedWeights]) -> Manifest:

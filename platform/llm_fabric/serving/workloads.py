@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_fabric.engine.backends import backend
@@ -67,19 +68,38 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
         if name in site.deployments:
             objects.append(disruption_budget(site.deployments[name], namespace, ENGINE_LABELS))
         capacity = plan.deployments.get(name)
-        objects += [
-            _workload(r, site.nodes[r.node], namespace, options, pool, capacity, pinned[(r.deployment, r.index)])
-            for r in placed
+        rendered: list[tuple[ReplicaPlacement, weights.PinnedWeights | None, SurgeReplica | None]] = [
+            (r, pinned[(r.deployment, r.index)], None) for r in placed
         ]
-        objects += [
-            _surge_workload(
-                s, site.nodes[s.placement.node], namespace, options, pool, capacity, surge_pinned[(name, s.replaces)]
+        rendered += [
+            (s.placement, surge_pinned[(name, s.replaces)], s) for s in surges if s.placement.deployment == name
+        ]
+        for replica, locked_weights, surge in rendered:
+            render = ReplicaRender(
+                replica, site.nodes[replica.node], namespace, options, pool, capacity, locked_weights
             )
-            for s in surges
-            if s.placement.deployment == name
-        ]
+            objects.append(_workload(render) if surge is None else _surge_workload(surge, render))
         bundles.append(Bundle("served-model", name, objects))
     return bundles
+
+
+@dataclass(frozen=True)
+class ReplicaRender:
+    """What one replica's workload is rendered from: the replica, its node, where and how it is rendered, its
+    deployment's planned capacity (the probes' timing), its pinned weights, and for a surge its identity."""
+
+    replica: ReplicaPlacement
+    node: NodeManifest
+    namespace: str
+    options: StackOptions
+    pool: str  # the pool's queue: a replica not dedicated to an owner queues there
+    capacity: DeploymentCapacity | None
+    pinned: weights.PinnedWeights | None
+    surge: tuple[str, str] | None = None  # a surge's name and the replica it stands in for
+
+    @property
+    def queue(self) -> str:
+        return self.replica.dedicated_for or self.pool
 
 
 def site_surges(plan: Plan, site_id: str) -> list[SurgeReplica]:
@@ -261,14 +281,8 @@ def engine_arguments(replica: ReplicaPlacement) -> list[str]:
     return args
 
 
-def _container(
-    replica: ReplicaPlacement,
-    node: NodeManifest,
-    options: StackOptions,
-    namespace: str,
-    capacity: DeploymentCapacity | None,
-    pinned: weights.PinnedWeights | None,
-) -> dict[str, Any]:
+def _container(render: ReplicaRender) -> dict[str, Any]:
+    replica, node, options, pinned = render.replica, render.node, render.options, render.pinned
     resource = L.GPU_RESOURCE[node.gpus.vendor]
     engine = backend(replica.engine)
     env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env | dict(engine.container_env)
@@ -278,6 +292,13 @@ def _container(
     if pinned is not None:
         args = weights.loader_args(replica, args)
     startup = startup_failure_threshold(node, replica, options, pinned.locked.size if pinned else None)
+    # the canary probes no surge: the prober's verdict and drain mark at a surge's index are the restarting
+    # replica's (readiness reading the verdict would take the surge out of the Service exactly while it must
+    # serve; its drain, when the next render removes it, would take the restarted replica out of the gateway's
+    # rotation). The gateway reaches a surge through the deployment's Service.
+    probed = probes.container_probes(
+        replica, args, render.namespace, render.capacity, startup, PROBE_PERIOD, canary=render.surge is None
+    )
     return {
         "name": replica.engine,
         "image": image,
@@ -286,20 +307,13 @@ def _container(
         "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
         "resources": {"limits": {resource: str(len(replica.gpu_indices))}},
-        **probes.container_probes(replica, args, namespace, capacity, startup, PROBE_PERIOD),
+        **probed,
         "volumeMounts": [{"name": "models", "mountPath": "/models"}, {"name": "shm", "mountPath": "/dev/shm"}],
     }
 
 
-def _pod_spec(
-    replica: ReplicaPlacement,
-    node: NodeManifest,
-    options: StackOptions,
-    hosts: list[str],
-    container: dict[str, Any],
-    pinned: weights.PinnedWeights | None,
-    name: str,
-) -> dict[str, Any]:
+def _pod_spec(render: ReplicaRender, hosts: list[str], container: dict[str, Any], name: str) -> dict[str, Any]:
+    replica, node, options = render.replica, render.node, render.options
     affinity: dict[str, Any] = {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -326,14 +340,13 @@ def _pod_spec(
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
         ],
     }
-    if pinned is not None:  # every node of a replica reads its own cache: each pod checks it
-        weights.attach_check(spec, replica, pinned)
+    if render.pinned is not None:  # every node of a replica reads its own cache: each pod checks it
+        weights.attach_check(spec, replica, render.pinned)
     return spec
 
 
-def _annotations(
-    replica: ReplicaPlacement, pinned: weights.PinnedWeights | None, surge: tuple[str, str] | None = None
-) -> dict[str, str]:
+def _annotations(render: ReplicaRender) -> dict[str, str]:
+    replica = render.replica
     out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
         "fabric.llm/gpu-model": replica.gpu_model,
@@ -343,12 +356,11 @@ def _annotations(
     }
     if replica.worker_nodes:
         out["fabric.llm/nodes"] = ",".join(replica.nodes)
-    if replica.config_fingerprint is not None:
-        out[FINGERPRINT_ANNOTATION] = replica.config_fingerprint.sha256
-    if pinned is not None:
-        out |= weights.revision_annotation(pinned)
-    if surge:
-        out[SURGE_FOR] = surge[1]
+    out[FINGERPRINT_ANNOTATION] = replica.config_fingerprint.sha256
+    if render.pinned is not None:
+        out |= weights.revision_annotation(render.pinned)
+    if render.surge:
+        out[SURGE_FOR] = render.surge[1]
     return out
 
 
@@ -356,62 +368,30 @@ def _metadata(labels: dict[str, str], namespace: str, annotations: dict[str, str
     return {"name": labels[L.REPLICA], "namespace": namespace, "labels": labels, "annotations": annotations}
 
 
-def _surge_workload(
-    surge: SurgeReplica,
-    node: NodeManifest,
-    namespace: str,
-    options: StackOptions,
-    pool: str,
-    capacity: DeploymentCapacity | None,
-    pinned: weights.PinnedWeights | None,
-) -> Manifest:
+def _surge_workload(surge: SurgeReplica, render: ReplicaRender) -> Manifest:
     """A surge replica: the replica's workload under its own name (its own selector, so neither the replica's
     Deployment nor its direct Service takes its pods), with the deployment's labels (the deployment's Service,
-    PodDisruptionBudget and PodMonitor do) and `llm-fabric.io/surge-for` naming the replica it stands in for."""
-    replica = surge.placement
-    name = surge_name(replica.deployment, surge.replaces)
-    stands_in_for = L.dns_name(replica.deployment, str(surge.replaces))
-    workload = _workload(replica, node, namespace, options, pool, capacity, pinned, surge=(name, stands_in_for))
-    spec = workload["spec"]
-    template = spec["leaderWorkerTemplate"]["leaderTemplate"] if "leaderWorkerTemplate" in spec else spec["template"]
-    # the canary probes no surge, and the prober's verdict and drain mark at the surge's index are the restarting
-    # replica's: the readiness probe reading the verdict would take the surge out of the Service exactly while it
-    # must serve, and the surge's own drain (when the next render removes it) would take the restarted replica
-    # out of the gateway's rotation. The gateway reaches a surge through the deployment's Service.
-    container = template["spec"]["containers"][0]
-    for command, flag in (
-        (container["readinessProbe"]["exec"]["command"], "--canary-url"),
-        (container["lifecycle"]["preStop"]["exec"]["command"], "--notice-url"),
-    ):
-        at = command.index(flag)
-        del command[at : at + 2]
-    return workload
+    PodDisruptionBudget and PodMonitor do) and `llm-fabric.io/surge-for` naming the replica it stands in for;
+    its probes leave the canary out (`_container`)."""
+    deployment = surge.placement.deployment
+    name = surge_name(deployment, surge.replaces)
+    stands_in_for = L.dns_name(deployment, str(surge.replaces))
+    return _workload(replace(render, surge=(name, stands_in_for)))
 
 
-def _workload(
-    replica: ReplicaPlacement,
-    node: NodeManifest,
-    namespace: str,
-    options: StackOptions,
-    pool: str,
-    capacity: DeploymentCapacity | None,
-    pinned: weights.PinnedWeights | None,
-    *,
-    surge: tuple[str, str] | None = None,
-) -> Manifest:
-    """The replica's Deployment (a LeaderWorkerSet across nodes); `surge`: (its name, the replica it stands in for)."""
+def _workload(render: ReplicaRender) -> Manifest:
+    """The replica's Deployment (a LeaderWorkerSet across nodes)."""
+    replica = render.replica
     if replica.worker_nodes:
-        return _leader_worker_set(replica, node, namespace, options, pool, capacity, pinned, surge=surge)
-    queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue, surge)
+        return _leader_worker_set(render)
+    labels = replica_labels(replica, render.queue, render.surge)
     selector = {L.REPLICA: labels[L.REPLICA], L.DEPLOYMENT: replica.deployment}
-    container = _container(replica, node, options, namespace, capacity, pinned)
-    pod_spec = _pod_spec(replica, node, options, [replica.node], container, pinned, labels[L.REPLICA])
-    annotations = _annotations(replica, pinned, surge)
+    pod_spec = _pod_spec(render, [replica.node], _container(render), labels[L.REPLICA])
+    annotations = _annotations(render)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(labels, namespace, annotations),
+        "metadata": _metadata(labels, render.namespace, annotations),
         "spec": {
             "replicas": 1,
             # two pods of one replica would need twice its GPUs: stop the old one first
@@ -451,40 +431,31 @@ def worker_script(replica: ReplicaPlacement, gpus_per_node: int) -> str:
     return "exec vllm serve " + " ".join(out)
 
 
-def _leader_worker_set(
-    replica: ReplicaPlacement,
-    node: NodeManifest,
-    namespace: str,
-    options: StackOptions,
-    pool: str,
-    capacity: DeploymentCapacity | None,
-    pinned: weights.PinnedWeights | None,
-    *,
-    surge: tuple[str, str] | None = None,
-) -> Manifest:
+def _leader_worker_set(render: ReplicaRender) -> Manifest:
     """A multi-node replica: one LeaderWorkerSet group, the leader (API server) on `replica.node`, one headless
     worker on each other node. Kueue admits the group as one workload (the queue label on the set), so the
     GPUs of every node count against the queue together; a pod failing (a drained node) restarts the group."""
-    queue = replica.dedicated_for or pool
-    labels = replica_labels(replica, queue, surge)
-    annotations = _annotations(replica, pinned, surge)
+    replica = render.replica
+    labels = replica_labels(replica, render.queue, render.surge)
+    annotations = _annotations(render)
     name = labels[L.REPLICA]
-    leader_container = _container(replica, node, options, namespace, capacity, pinned)
-    leader = _pod_spec(replica, node, options, [replica.node], leader_container, pinned, name)
-    worker_container = _container(replica, node, options, namespace, capacity, pinned)
+    leader = _pod_spec(render, [replica.node], _container(render), name)
+    worker_container = _container(render)
     worker_container["command"] = ["/bin/sh", "-c"]
-    worker_args = weights.loader_args(replica, replica.worker_engine_args) if pinned else replica.worker_engine_args
+    worker_args = (
+        weights.loader_args(replica, replica.worker_engine_args) if render.pinned else replica.worker_engine_args
+    )
     worker = replica.model_copy(update={"worker_engine_args": worker_args})
     worker_container["args"] = [worker_script(worker, len(replica.gpu_indices))]
     for key in ("ports", "startupProbe", "readinessProbe", "livenessProbe", "lifecycle"):  # headless: no API server
         worker_container.pop(key)
-    worker_spec = _pod_spec(replica, node, options, list(replica.worker_nodes), worker_container, pinned, name)
+    worker_spec = _pod_spec(render, list(replica.worker_nodes), worker_container, name)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
     worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "metadata": _metadata(labels, namespace, annotations),
+        "metadata": _metadata(labels, render.namespace, annotations),
         "spec": {
             "replicas": 1,
             "startupPolicy": "LeaderCreated",

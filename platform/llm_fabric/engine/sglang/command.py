@@ -124,8 +124,7 @@ def parallel_sizes(serving: ServingArgs) -> tuple[int, int, int]:
             return tp, serving.attn_dp_size or 1, serving.ep_size or 1
     if layout.multi_node or layout.pipeline_parallel_size > 1:
         raise UsageError(
-            f"`{serving.served_model_name or serving.recipe.id}`: a replica across {layout.nodes} nodes "
-            "is generated for vLLM only",
+            f"`{serving.model_name}`: a replica across {layout.nodes} nodes is generated for vLLM only",
             hint="serve it with `engine: vllm`, or on GPUs of which one node holds the model",
         )
     dp = layout.data_parallel_size if layout.expert_parallel else 1
@@ -145,17 +144,17 @@ def sglang_command(serving: ServingArgs) -> EngineCommand:
     for name, value in (("max_running_requests", max_running_requests), ("max_queued_requests", max_queued_requests)):
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1 (got {value})")
-    quant, kv, length = checked(
+    resolved = checked(
         recipe, gpu, tensor_parallel_size, serving.quantization, serving.kv_cache_dtype, serving.max_model_len
     )
+    quant, kv, length = resolved.quantization, resolved.kv_cache_dtype, resolved.context_length
     if kv not in KV_CACHE_DTYPES:
         raise UsageError(
             f"SGLang has no KV-cache dtype `{kv}`",
             hint=f"use one of {', '.join(k for k in KV_CACHE_DTYPES if k in recipe.kv_cache_dtypes)}",
         )
-    option = recipe.quantizations[quant]  # type: ignore[index]
     running = max_running_requests or default_max_num_seqs(gpu)
-    args = ["--model-path", option.checkpoint, *served_as(serving)]
+    args = ["--model-path", resolved.checkpoint, *served_as(serving)]
     args += _parallel_args(recipe, tensor_parallel_size, attn_dp_size, ep_size)
     if quant in settings.quantization_args:
         args += ["--quantization", settings.quantization_args[quant]]

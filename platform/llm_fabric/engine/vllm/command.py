@@ -47,11 +47,11 @@ def engine_command(serving: ServingArgs) -> EngineCommand:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1] (got {utilization})")
     if max_num_seqs is not None and max_num_seqs < 1:
         raise UsageError(f"max_num_seqs must be at least 1 (got {max_num_seqs})")
-    quant, kv, length = checked(
+    resolved = checked(
         recipe, gpu, layout.tensor_parallel_size, serving.quantization, serving.kv_cache_dtype, serving.max_model_len
     )
-    option = recipe.quantizations[quant]  # type: ignore[index]
-    args = [option.checkpoint, *served_as(serving), *engine_parallel_args(layout, node_rank=serving.node_rank)]
+    option, kv, length = resolved.option, resolved.kv_cache_dtype, resolved.context_length
+    args = [resolved.checkpoint, *served_as(serving), *engine_parallel_args(layout, node_rank=serving.node_rank)]
     if option.quantization_arg:
         args += ["--quantization", option.quantization_arg]
     if kv != "auto":
