@@ -190,20 +190,18 @@ def run_command(
         --records ./records --port 4000
     """
     from llm_fabric.gateway.config import gateway_for
+    from llm_fabric.gateway.endpoints import LocalRun
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
 
     if not endpoints and not replicas:
         raise UsageError("no engine to route to: pass --endpoint DEPLOYMENT=URL or --replica DEPLOYMENT/INDEX=URL")
-    files = gateway_for(
-        site_repo,
-        plan_file,
-        site_name,
-        endpoints=_endpoints(endpoints),
+    reach = LocalRun(
+        engines=_endpoints(endpoints),
         peers=dict(_parse_pairs(peers, "--peer")),
         externals=dict(_parse_pairs(externals, "--external")),
-        local=True,
-        replica_endpoints=_replica_endpoints(replicas),
+        replicas=_replica_endpoints(replicas),
     )
+    files = gateway_for(site_repo, plan_file, site_name, reach)
     folder = (run_dir or Path(tempfile.mkdtemp(prefix="fabric-gateway-"))).resolve()
     write_gateway_files(files, folder)
     with _stop_signals():
