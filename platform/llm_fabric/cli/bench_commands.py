@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import (
+    json_option,
+    out_option,
+    plan_option,
+    prometheus_option,
+    site_option,
+    site_repo_option,
+)
 from llm_fabric.cli.output import console, print_json
 
 # The site loader, the plan and the recipes are imported inside the command: every `fabric`
@@ -21,14 +28,8 @@ from llm_fabric.cli.output import console, print_json
     required=True,
     help="The load tool whose config to write: inference-perf (kubernetes-sigs, the wg-serving tool).",
 )
-@click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="The plan document (`fabric plan -o FILE`) the site runs.",
-)
-@click.option("--site", "site_name", metavar="ID", help="The site whose deployments to load (default: the only one).")
+@plan_option("The plan document (`fabric plan -o FILE`) the site runs.", required=True)
+@site_option("The site whose deployments to load (default: the only one).")
 @click.option("--deployment", "deployments", multiple=True, metavar="NAME", help="Only these (repeatable).")
 @click.option(
     "--via",
@@ -46,15 +47,9 @@ from llm_fabric.cli.output import console, print_json
     help="shared_prefix: one system prompt of half the p50 shared by all requests; synthetic: whole prompts.",
 )
 @click.option("--stage-seconds", type=click.IntRange(10, 86_400), default=180, show_default=True)
-@click.option(
-    "--prometheus",
-    "prometheus_url",
-    required=True,
-    metavar="URL",
-    help="The Prometheus that scrapes the site's engines, as inference-perf will reach it.",
-)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the configs.")
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@prometheus_option("The Prometheus that scrapes the site's engines, as inference-perf will reach it.", required=True)
+@out_option("Folder for the configs.")
+@json_option("Print what was written as JSON.")
 def bench_command(
     site_repo: Path,
     emit: str,
