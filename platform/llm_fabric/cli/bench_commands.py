@@ -75,49 +75,26 @@ def bench_command(
       fabric bench -C ./site --emit inference-perf --plan plan.json --site brno \\
         --prometheus http://prometheus-operated.monitoring.svc:9090 --out ./bench
     """
-    from llm_fabric.deploy.sites import resolve_site
-    from llm_fabric.loadtest.from_plan import load_tests, write_load_tests
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.loadtest.command import BenchRequest, write_bench
 
-    # plain load_site: load-test configs from a plan `fabric plan` made through the trust gate; no node is read
-    site = load_site(site_repo)
-    site_id = resolve_site(site, site_name)
-    tests = load_tests(
-        site,
-        load_plan(plan_file),
-        site_id,
-        prometheus_url=prometheus_url,
+    request = BenchRequest(
+        site_repo=site_repo,
+        plan_file=plan_file,
+        site_name=site_name,
+        deployments=deployments,
         via=via,  # type: ignore[arg-type]
         api=api,  # type: ignore[arg-type]
         data=data,  # type: ignore[arg-type]
         stage_seconds=stage_seconds,
-        deployments=deployments,
+        prometheus_url=prometheus_url,
+        out=out,
     )
-    written = write_load_tests(tests, out)
+    written = write_bench(request)
     if as_json:
-        print_json(
-            [
-                {
-                    "deployment": t.deployment,
-                    "file": str(path),
-                    "requests_per_s": t.capacity_rps,
-                    "output_tokens_per_s": t.tokens_per_s,
-                    "source": t.tokens_source,
-                    "output_tokens": t.output_tokens,
-                }
-                for t, path in zip(tests, written, strict=True)
-            ]
-        )
+        print_json(written.as_json())
         return
-    for test, path in zip(tests, written, strict=True):
-        server = test.config.server
-        rates = ", ".join(f"{s.rate:g}" for s in test.config.load.stages)
-        console.print(
-            f"{path}: {server.type} `{server.model_name}` at {server.base_url}, "
-            f"{test.config.data.type}, stages {rates} req/s ({test.capacity_rps:g} planned)",
-            markup=False,
-        )
+    for line in written.lines():
+        console.print(line, markup=False)
 
 
 commands = [bench_command]
