@@ -8,7 +8,7 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from llm_fabric.cli.options import (
 )
 from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
+
+if TYPE_CHECKING:
+    from llm_fabric.ledger.report.produce import Produced
 
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
 # `fabric --help` and every ledger command import this module, and only `fabric report`/`exporter` need them.
@@ -113,44 +116,36 @@ def report_command(
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", hint="see `fabric report --help`")
     assert month is not None and out is not None
-    from llm_fabric.ledger.report.build import build_report, report_inputs
-    from llm_fabric.ledger.report.publish import write_report
-    from llm_fabric.ledger.store.database import site_store
-    from llm_fabric.trust.report_keys import signing_key
-    from llm_fabric.trust.signatures import key_id
-    from llm_fabric.trust.sites import load_trusted_site
+    from llm_fabric.ledger.report.produce import ReportRequest, produce_report
 
-    # trusted: the signed report credits each owner with the GPUs its node manifests contribute
-    site = load_trusted_site(site_repo)
-    if owner is not None:
-        from llm_fabric.ledger.report.owner_view import check_owner
-
-        check_owner(site, owner)  # before the month is read: a typo costs nothing
-    inputs = report_inputs(
-        month=month,
-        records=requests,
-        records_format=requests_format,
-        prometheus_url=prometheus_url,
-        plan=plan_file,
-        store=None if requests else site_store(site_repo, store),
+    request = ReportRequest(
+        site_repo, month, out, requests, requests_format, prometheus_url, plan_file, store, sign_key, owner
     )
-    key, key_source = signing_key(site_repo, sign_key)
     with err.status("building the report", spinner="dots") as status:
-        report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
-        status.update("writing files")
-        if owner is not None:
-            _owner_report(site, owner, report, plan_file, out, key, key_source, as_json)
-            return
-        files = write_report(out, report, key)
+        produced = produce_report(request, progress=status.update)
+    if produced.view is not None:
+        _print_statement(produced, out, as_json)
+    else:
+        _print_report(produced, month, out, as_json)
+
+
+def _print_signer(produced: Produced) -> None:
+    from llm_fabric.trust.signatures import key_id
+
+    if produced.key is not None:
+        console.print(f"manifest signed by key {key_id(produced.key.public_key())} ({produced.key_source})")
+    else:
+        console.print(f"[yellow]manifest not signed[/]: {produced.key_source}", markup=True)
+
+
+def _print_report(produced: Produced, month: str, out: Path, as_json: bool) -> None:
+    report = produced.report
     if as_json:
         print_json(report.as_json())
         return
     books = report.books
-    console.print(f"report for {month} in [bold]{out}[/]: {', '.join(files)}")
-    if key is not None:
-        console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
-    else:
-        console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
+    console.print(f"report for {month} in [bold]{out}[/]: {', '.join(produced.files)}")
+    _print_signer(produced)
     console.print(
         f"price ledger {books.price_ledger:,.2f} {books.currency}, operations {books.operations_ledger:,.2f}, "
         f"recovery {'n/a' if books.recovery is None else f'{books.recovery * 100:.1f} %'}, "
@@ -163,32 +158,14 @@ def report_command(
             console.print(f"[red]drift:[/] {row.model} records vs engine {row.drift_pct} %", markup=True)
 
 
-def _owner_report(
-    site: Any,
-    owner: str,
-    report: Any,
-    plan: Path | None,
-    out: Path,
-    key: Any,
-    key_source: str,
-    as_json: bool,
-) -> None:
-    from llm_fabric.ledger.report.owner_view import owner_view
-    from llm_fabric.ledger.report.publish import write_owner_report
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.trust.signatures import key_id
-
-    shortfalls = load_plan(plan).shortfalls if plan is not None else []
-    view = owner_view(report, site, owner, shortfalls)
-    files = write_owner_report(out, view, key)
+def _print_statement(produced: Produced, out: Path, as_json: bool) -> None:
+    view = produced.view
+    assert view is not None
     if as_json:
         print_json(view.as_json())
         return
-    console.print(f"statement of {owner} for {view.month} in [bold]{out}[/]: {', '.join(files)}")
-    if key is not None:
-        console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
-    else:
-        console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
+    console.print(f"statement of {view.owner} for {view.month} in [bold]{out}[/]: {', '.join(produced.files)}")
+    _print_signer(produced)
     for row in view.statement:
         hours = (
             f"{row.service_hours:,.2f} h in service, {row.down_hours:,.2f} h down"
