@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
+from llm_fabric.cli.options import json_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ def _print_estimate(est: CapacityEstimate) -> None:
     help="sglang: SGLang's memory semantics (--mem-fraction-static, DP attention).",
 )
 @click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
+@json_option("Print one JSON object (a list with --site).")
 def capacity_command(
     model: str | None,
     gpu_id: str | None,
@@ -315,7 +316,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
 )
 @click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @click.option("--ep", type=int, default=1, show_default=True, help="SGLang: expert-parallel size.")
-@click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
+@json_option("Print {args, env, request_defaults, argv}.")
 def engine_args_command(
     model: str,
     gpu_id: str,
@@ -411,7 +412,7 @@ def _pairs(argv: list[str], head: int = 3) -> list[str]:
 
 
 @click.command("models")
-@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+@json_option("Rows as JSON.")
 def models_command(as_json: bool) -> None:
     """The model recipes a site may deploy: the ids a deployment's `recipe:` takes.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from llm_fabric.cli.options import keyring_option, site_repo_option
+from llm_fabric.cli.options import json_option, keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
 from llm_fabric.errors import PolicyRefusal
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
 @site_repo_option(positional=True)
 @click.option("--base", "base_rev", metavar="REV", help="Compare with the site repo at this git revision.")
 @keyring_option
-@click.option("--json", "as_json", is_flag=True, help="Print the plan document (with its diff) as JSON.")
+@json_option("Print the plan document (with its diff) as JSON.")
 @click.option(
     "-o",
     "--output",
