@@ -35,10 +35,22 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from llm_fabric.live.canary import CanaryRun, exposition
+from llm_fabric.names import (
+    CANARY_DRAIN,
+    CANARY_HEALTH,
+    CANARY_IN_ROTATION_METRIC,
+    CANARY_METRICS,
+    CANARY_REPLICAS,
+    CANARY_ROTATION,
+    ROTATION_DEPLOYMENT,
+    ROTATION_IN,
+    ROTATION_REPLICA,
+    ROTATION_REPLICAS,
+    ROTATION_SITE,
+    XID_NODE_FATAL_ALERT,
+)
 from llm_fabric.plan.document import Plan
 
-NODE_FATAL_ALERT = "FabricGpuXidNodeFatal"  # observability/rules.XID_ALERTS' node-fatal alert
-ROTATION_METRIC = "fabric_canary_in_rotation"
 DRAINING = "draining"  # the reason a drain notice puts on a replica
 DRAIN_MARK_S = 180.0  # a notice without `seconds`: past any pod's termination grace (serving/probes.py)
 DRAIN_MARK_MAX_S = 3600.0
@@ -59,13 +71,13 @@ class RotationEntry:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "replica": f"{self.deployment}/{self.index}",
-            "deployment": self.deployment,
+            ROTATION_REPLICA: f"{self.deployment}/{self.index}",
+            ROTATION_DEPLOYMENT: self.deployment,
             "index": self.index,
-            "site": self.site,
+            ROTATION_SITE: self.site,
             "node": self.node,
             "state": self.state,
-            "in_rotation": self.in_rotation,
+            ROTATION_IN: self.in_rotation,
             "reasons": self.reasons,
         }
 
@@ -74,7 +86,9 @@ def prometheus_nodes_out(url: str, timeout: float = 10.0) -> tuple[dict[str, str
     """node -> why it is out (a firing node-fatal Xid alert, a cordoned Kubernetes node), and an error if
     Prometheus could not be asked (then nothing is taken out for it: the canary still judges answers)."""
     queries = {
-        f'ALERTS{{alertname="{NODE_FATAL_ALERT}",alertstate="firing"}}': f"node-fatal Xid alert {NODE_FATAL_ALERT}",
+        f'ALERTS{{alertname="{XID_NODE_FATAL_ALERT}",alertstate="firing"}}': (
+            f"node-fatal Xid alert {XID_NODE_FATAL_ALERT}"
+        ),
         "kube_node_spec_unschedulable == 1": "node cordoned (unschedulable)",
     }
     out: dict[str, str] = {}
@@ -109,12 +123,12 @@ def rotation(plan: Plan, run: CanaryRun, nodes_out: dict[str, str]) -> list[Rota
 
 def rotation_exposition(entries: list[RotationEntry]) -> str:
     lines = [
-        f"# HELP {ROTATION_METRIC} 1 while the gateway may route to the replica, 0 while it is taken out.",
-        f"# TYPE {ROTATION_METRIC} gauge",
+        f"# HELP {CANARY_IN_ROTATION_METRIC} 1 while the gateway may route to the replica, 0 while it is taken out.",
+        f"# TYPE {CANARY_IN_ROTATION_METRIC} gauge",
     ]
     for e in entries:
         labels = f'deployment="{e.deployment}",node="{e.node}",replica="{e.index}",site="{e.site}"'
-        lines.append(f"{ROTATION_METRIC}{{{labels}}} {1.0 if e.in_rotation else 0.0}")
+        lines.append(f"{CANARY_IN_ROTATION_METRIC}{{{labels}}} {1.0 if e.in_rotation else 0.0}")
     return "\n".join(lines) + "\n"
 
 
@@ -187,14 +201,18 @@ class ProberState:
             return {
                 "state": "unknown",
                 "replica": f"{deployment}/{index}",
-                "in_rotation": entry.in_rotation if entry else True,
+                ROTATION_IN: entry.in_rotation if entry else True,
             }
-        return verdict.as_dict() | {"in_rotation": entry.in_rotation if entry else True, "checked_at": self.checked_at}
+        return verdict.as_dict() | {ROTATION_IN: entry.in_rotation if entry else True, "checked_at": self.checked_at}
 
     def rotation_document(self) -> dict[str, object]:
         with self.lock:
             entries = self._entries()
-            return {"checked_at": self.checked_at, "replicas": [e.as_dict() for e in entries], "notes": self.notes}
+            return {
+                "checked_at": self.checked_at,
+                ROTATION_REPLICAS: [e.as_dict() for e in entries],
+                "notes": self.notes,
+            }
 
     def metrics(self) -> str:
         with self.lock:
@@ -229,13 +247,13 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
-            if parts == ["metrics"]:
+            if parts == [CANARY_METRICS]:
                 self._send(200, state.metrics(), "text/plain; version=0.0.4")
-            elif parts == ["rotation"]:
+            elif parts == [CANARY_ROTATION]:
                 self._send(200, json.dumps(state.rotation_document()))
-            elif parts == ["healthz"]:
+            elif parts == [CANARY_HEALTH]:
                 self._send(200, json.dumps({"ok": True, "checked_at": state.checked_at}))
-            elif len(parts) == 3 and parts[0] == "replicas" and parts[2].isdigit():
+            elif len(parts) == 3 and parts[0] == CANARY_REPLICAS and parts[2].isdigit():
                 self._send(200, json.dumps(state.replica(parts[1], int(parts[2]))))
             else:
                 self._send(404, json.dumps({"error": "GET /replicas/DEPLOYMENT/INDEX, /rotation or /metrics"}))
@@ -244,7 +262,8 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
             parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if not (len(parts) == 4 and parts[0] == "replicas" and parts[2].isdigit() and parts[3] == "drain"):
+            drain = len(parts) == 4 and parts[0] == CANARY_REPLICAS and parts[2].isdigit() and parts[3] == CANARY_DRAIN
+            if not drain:
                 self._send(404, json.dumps({"error": f"POST {self.path}: only POST /replicas/DEPLOYMENT/INDEX/drain"}))
                 return
             seconds = _drain_seconds(raw)
