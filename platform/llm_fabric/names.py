@@ -36,6 +36,8 @@ CANARY_REFERENCE_METRIC = "fabric_canary_reference_agreement"
 CANARY_LATENCY_METRIC = "fabric_canary_latency_seconds"
 CANARY_TOKENS_METRIC = "fabric_canary_tokens"
 CANARY_IN_ROTATION_METRIC = "fabric_canary_in_rotation"
+# a failing canary kept in rotation: live/prober.canary_holds, alert FabricCanaryHeldInRotation
+CANARY_HELD_METRIC = "fabric_canary_held_in_rotation"
 # the gateway's environment naming the prober (gateway.objects.gateway sets it, gateway.runtime.rotation reads it)
 CANARY_URL_ENV = "FABRIC_CANARY_URL"
 

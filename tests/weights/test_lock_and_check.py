@@ -143,7 +143,16 @@ def test_no_lock_no_check(staged: tuple[Path, Path, Path], tmp_path: Path) -> No
 def test_lock_diff_in_plan_base(staged: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     site, cache, plan = staged
     assert _lock(site, cache, plan, capsys)[0] == 0
-    assert commit_paths(site, [site / "weights.lock"], "pin gpt-oss-120b") is not None
+    # `lock` pins what a cache filled by other means holds: nothing says the commit is on the repo's main,
+    # so the review refuses it until the entry says why it is accepted
+    assert main(["plan", "-C", str(site), "--base", "HEAD"]) == 3
+    err = capsys.readouterr().err
+    assert f"weights.lock: {CHECKPOINT}@{REVISION}: the revision was not staged from `main` (no recorded ref)" in err
+    lock = site / "weights.lock"
+    lock.write_text(
+        lock.read_text().replace(f"revision: {REVISION}\n", f"revision: {REVISION}\n    accept_ref: ours\n")
+    )
+    assert commit_paths(site, [lock], "pin gpt-oss-120b") is not None
     capsys.readouterr()
     # pinning restarts gpt-oss-120b's replicas (their pods gain the check); they are at brno and vienna, whose
     # controllers do not wait for each other: the review refuses the outage (docs/weights.md "The review")
@@ -179,6 +188,7 @@ def test_lock_diff_in_plan_base(staged: tuple[Path, Path, Path], capsys: pytest.
             ],
             "bytes_before": 0,
             "bytes_after": size,
+            "remote_code_revision": None,
         }
     ]
 

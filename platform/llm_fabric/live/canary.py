@@ -101,6 +101,8 @@ class ReplicaVerdict:
     siblings_agree: bool = True
     siblings: int = 0  # other replicas of the deployment asked in the same run
     reference_agrees: bool | None = None  # None: no reference applies
+    # the reference was recorded for this replica's own configuration fingerprint (not one without a fingerprint)
+    reference_matches: bool = False
 
     @property
     def name(self) -> str:
@@ -301,6 +303,7 @@ def judge_deployment(
     applies: dict[int, bool] = {}
     for r in asked:
         applies[r.index] = reference is not None and reference.fingerprint in (None, _fingerprint(r))
+        verdicts[r.index].reference_matches = reference is not None and reference.fingerprint == _fingerprint(r)
     if reference is not None and not any(applies.values()):
         notes.append(
             f"{reference.deployment}: the reference in {CANARY_DIR}/{reference.deployment}.yaml was recorded for "

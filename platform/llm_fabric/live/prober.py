@@ -5,10 +5,18 @@ then decides which replicas are out of the gateway's rotation: a replica whose c
 engine that is down fails it: no answer), whose node has a firing node-fatal Xid alert
 (`FabricGpuXidNodeFatal`) or is cordoned (`kube_node_spec_unschedulable`, both read from Prometheus
 when `--prometheus` is given; and a node the site repo marks cordoned), or that told it it is draining
-(its pod's preStop hook). A replica is back in as soon as a cycle finds none of these. It serves:
+(its pod's preStop hook). A replica is back in as soon as a cycle finds none of these.
+
+A failing canary cannot take a whole deployment out (`canary_holds`): it takes a replica out only while
+a sibling of the same deployment passes, or while the reference it failed was recorded for the
+replica's own configuration fingerprint. When every replica fails and no such reference bears the
+failure out (a reference of a configuration since changed and recorded without a fingerprint, an
+agreement that nothing passes), the canary may be what is wrong: the replicas stay in rotation and
+ready, and `fabric_canary_held_in_rotation` (alert `FabricCanaryHeldInRotation`) says so. It serves:
 
 - `GET /replicas/DEPLOYMENT/INDEX` -> `{"state": "pass"|"fail"|"unknown", ...}`: the canary verdict
   (the lanes' contract: a readiness probe may read it, and must fail open when the prober is away);
+  a failure held in rotation reads `unknown`, with `held` saying why;
 - `GET /rotation` -> every replica with `in_rotation` and its reasons: what the gateway's
   `gateway.runtime.rotation` reads;
 - `POST /replicas/DEPLOYMENT/INDEX/drain` (body `{"seconds": S}`, optional): the replica is going away
@@ -38,6 +46,7 @@ from llm_fabric.live.canary import CanaryRun, exposition
 from llm_fabric.names import (
     CANARY_DRAIN,
     CANARY_HEALTH,
+    CANARY_HELD_METRIC,
     CANARY_IN_ROTATION_METRIC,
     CANARY_METRICS,
     CANARY_REPLICAS,
@@ -64,6 +73,7 @@ class RotationEntry:
     node: str
     state: str  # the canary's: pass, fail, unknown
     reasons: list[str]
+    held: str | None = None  # why a failing canary leaves the replica in (canary_holds)
 
     @property
     def in_rotation(self) -> bool:
@@ -79,7 +89,7 @@ class RotationEntry:
             "state": self.state,
             ROTATION_IN: self.in_rotation,
             "reasons": self.reasons,
-        }
+        } | ({"held": self.held} if self.held else {})
 
 
 def prometheus_nodes_out(url: str, timeout: float = 10.0) -> tuple[dict[str, str], str | None]:
@@ -106,18 +116,35 @@ def prometheus_nodes_out(url: str, timeout: float = 10.0) -> tuple[dict[str, str
     return out, None
 
 
+def canary_holds(run: CanaryRun) -> dict[tuple[str, int], str]:
+    """The failing replicas a canary failure does not take out, and why: no sibling of their deployment
+    passes and the reference they were compared with, if any, was not recorded for their own configuration
+    fingerprint. Taking them out would take the whole deployment out of its Service."""
+    passing = {v.deployment for v in run.replicas if not v.failures}
+    return {
+        (v.deployment, v.index): (
+            f"every replica of {v.deployment} fails its canary and no reference recorded for its configuration "
+            "fingerprint bears it out: kept in rotation (record a reference, or look at the canary)"
+        )
+        for v in run.replicas
+        if v.failures and v.deployment not in passing and not v.reference_matches
+    }
+
+
 def rotation(plan: Plan, run: CanaryRun, nodes_out: dict[str, str]) -> list[RotationEntry]:
     """Every replica of the plan with the reasons it is out of rotation (none: in)."""
     verdicts = {(v.deployment, v.index): v for v in run.replicas}
+    holds = canary_holds(run)
     entries = []
     for r in sorted(plan.replicas, key=lambda r: (r.deployment, r.index)):
         verdict = verdicts.get((r.deployment, r.index))
-        reasons = [f"canary: {f}" for f in verdict.failures] if verdict else []
+        held = holds.get((r.deployment, r.index))
+        reasons = [f"canary: {f}" for f in verdict.failures] if verdict and held is None else []
         for node in r.nodes:
             if node in nodes_out:
                 reasons.append(f"{node}: {nodes_out[node]}")
         state = verdict.state if verdict else "unknown"
-        entries.append(RotationEntry(r.deployment, r.index, r.site, r.node, state, reasons))
+        entries.append(RotationEntry(r.deployment, r.index, r.site, r.node, state, reasons, held))
     return entries
 
 
@@ -129,6 +156,14 @@ def rotation_exposition(entries: list[RotationEntry]) -> str:
     for e in entries:
         labels = f'deployment="{e.deployment}",node="{e.node}",replica="{e.index}",site="{e.site}"'
         lines.append(f"{CANARY_IN_ROTATION_METRIC}{{{labels}}} {1.0 if e.in_rotation else 0.0}")
+    lines += [
+        f"# HELP {CANARY_HELD_METRIC} 1 while the replica fails its canary but is kept in rotation: its whole "
+        "deployment fails and no reference recorded for its configuration bears the failure out.",
+        f"# TYPE {CANARY_HELD_METRIC} gauge",
+    ]
+    for e in entries:
+        labels = f'deployment="{e.deployment}",node="{e.node}",replica="{e.index}",site="{e.site}"'
+        lines.append(f"{CANARY_HELD_METRIC}{{{labels}}} {1.0 if e.held else 0.0}")
     return "\n".join(lines) + "\n"
 
 
@@ -203,7 +238,11 @@ class ProberState:
                 "replica": f"{deployment}/{index}",
                 ROTATION_IN: entry.in_rotation if entry else True,
             }
-        return verdict.as_dict() | {ROTATION_IN: entry.in_rotation if entry else True, "checked_at": self.checked_at}
+        answer = verdict.as_dict() | {ROTATION_IN: entry.in_rotation if entry else True, "checked_at": self.checked_at}
+        if entry is not None and entry.held:
+            # readiness fails on `fail`: a held failure must not take the replica out of its Service
+            answer |= {"state": "unknown", "held": entry.held}
+        return answer
 
     def rotation_document(self) -> dict[str, object]:
         with self.lock:

@@ -18,11 +18,13 @@ from llm_fabric import __version__
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Bundle, Manifest
 from llm_fabric.names import (
+    CANARY_HELD_METRIC,
     CANARY_LATENCY_METRIC,
     CANARY_PASS_METRIC,
     CANARY_PORT,
     CANARY_PROBER_LABELS,
     CANARY_REFERENCE_METRIC,
+    CANARY_ROTATION,
     CANARY_SERVICE,
     CANARY_SIBLINGS_METRIC,
     canary_replica_path,
@@ -79,6 +81,17 @@ def rule_groups() -> list[dict[str, Any]]:
             f"replica {on_replica} fails its canary prompts and is out of the gateway's rotation",
             f"GET http://{NAME}:{PORT}{canary_replica_path('{{ $labels.deployment }}', '{{ $labels.replica }}')} "
             "names the prompt",
+        ),
+        alert_rule(
+            "FabricCanaryHeldInRotation",
+            # live/prober.canary_holds: a canary that fails every replica cannot take the deployment out
+            f"max by (site, deployment) ({CANARY_HELD_METRIC}) == 1",
+            "5m",
+            "critical",
+            "every replica of {{ $labels.deployment }} at {{ $labels.site }} fails its canary, and no reference "
+            "recorded for its configuration bears it out: the replicas are kept in rotation",
+            f"GET http://{NAME}:{PORT}/{CANARY_ROTATION} says why; a reference of an older configuration (one "
+            "recorded without a fingerprint) is re-recorded with fabric canary --record after review",
         ),
         alert_rule(
             "FabricCanarySlow",

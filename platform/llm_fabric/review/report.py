@@ -101,7 +101,8 @@ def _weights_diff(diff: PlanDiff) -> list[Section]:
         (
             w.checkpoint,
             w.change,
-            f"{(w.revision_before or '-')[:12]} -> {(w.revision_after or '-')[:12]}",
+            f"{(w.revision_before or '-')[:12]} -> {(w.revision_after or '-')[:12]}"
+            + (f" (trust_remote_code: runs the code of {w.remote_code_revision})" if w.remote_code_revision else ""),
             f"{len(w.files_changed)}: {', '.join(w.files_changed[:3])}{', ...' if len(w.files_changed) > 3 else ''}",
             f"{_bytes(w.bytes_before)} -> {_bytes(w.bytes_after)}",
         )
