@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.live.canary import Answer, CanaryReference, CanaryRun, ReferenceAnswer, judge_deployment
-from llm_fabric.live.prober import HELD_METRIC, ProberState, rotation, rotation_exposition
+from llm_fabric.live.prober import ProberState, rotation, rotation_exposition
 from llm_fabric.observability.canary import rule_groups
 from llm_fabric.plan.document import Plan, load_plan
 from llm_fabric.site.weights_lock import LockedCheckpoint, LockedFile, WeightsLock
@@ -24,12 +24,13 @@ from tests.fixtures.gateway_site import edit_yaml
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site
 
 REVISION_A, REVISION_B = "a" * 40, "b" * 40
+HELD_METRIC = "fabric_canary_held_in_rotation"
 
 
 def _pin(repo: Path, checkpoint: str, revision: str) -> None:
     files = [LockedFile(path="model.safetensors", size=10, sha256=revision[0] * 64)]
     write_lock(
-        repo, WeightsLock(checkpoints={checkpoint: LockedCheckpoint(revision=revision, ref="main", files=files)})
+        repo, WeightsLock(checkpoints={checkpoint: LockedCheckpoint(revision=revision, files=files)})
     )
 
 

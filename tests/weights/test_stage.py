@@ -149,7 +149,6 @@ def test_a_hand_edited_sha256_is_refused_by_validate_and_plan_against_the_base(
     rc, out = _stage(site_repo, plan, cache, capsys)
     assert rc == 0, out
     commit = commit_of(CHECKPOINT)
-    assert "ref: main" in (site_repo / "weights.lock").read_text()  # where stage resolved the revision
     assert commit_paths(site_repo, [site_repo / "weights.lock"], "stage gpt-oss-120b") is not None
     base = _git(site_repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
     _git(site_repo, "checkout", "-qb", "edited")
@@ -182,6 +181,7 @@ def test_a_revision_not_staged_from_main_needs_an_accepted_reason(
     _git(site_repo, "checkout", "-qb", "pr-revision")
     # as a hand-written entry (or one staged from refs/pr/1) reads: another ref than main
     lock = site_repo / "weights.lock"
+    assert f"revision: {commit}\n    ref: main\n" in lock.read_text()  # where stage resolved it
     lock.write_text(lock.read_text().replace("ref: main", "ref: refs/pr/1"))
     commit_paths(site_repo, [lock], "pin a pull request's commit")
     capsys.readouterr()
