@@ -29,9 +29,7 @@ HELD_METRIC = "fabric_canary_held_in_rotation"
 
 def _pin(repo: Path, checkpoint: str, revision: str) -> None:
     files = [LockedFile(path="model.safetensors", size=10, sha256=revision[0] * 64)]
-    write_lock(
-        repo, WeightsLock(checkpoints={checkpoint: LockedCheckpoint(revision=revision, files=files)})
-    )
+    write_lock(repo, WeightsLock(checkpoints={checkpoint: LockedCheckpoint(revision=revision, files=files)}))
 
 
 def _plans(tmp_path: Path) -> tuple[Plan, Plan, Plan]:

@@ -68,7 +68,8 @@ def diff_locks(base: WeightsLock, new: WeightsLock) -> list[WeightsChange]:
 
 
 def _refusal(site_root: Path, name: str, pinned: LockedCheckpoint, why: str, hint: str) -> Problem:
-    return Problem(f"{LOCK_FILE}: {name}@{pinned.revision}: {why}", file=site_root / LOCK_FILE, hint=hint)
+    # the file names weights.lock where the problem is printed (`PATH/weights.lock: CHECKPOINT@REVISION: ...`)
+    return Problem(f"{name}@{pinned.revision}: {why}", file=site_root / LOCK_FILE, hint=hint)
 
 
 def lock_refusals(site_root: Path, base: WeightsLock, new: WeightsLock, base_rev: str) -> list[Problem]:
