@@ -45,7 +45,11 @@ def pinned_weights(site: SiteRepo, replica: ReplicaPlacement) -> PinnedWeights |
 def lock_configmap(namespace: str, pinned: list[PinnedWeights]) -> Manifest:
     """The site's pinned checkpoints (only those its replicas load) as compact JSON, keys sorted: stable bytes
     and far below a ConfigMap's 1 MiB for any real checkpoint (about 150 bytes a file)."""
-    checkpoints = {p.checkpoint: p.locked.model_dump() for p in sorted(pinned, key=lambda p: p.checkpoint)}
+    # what the pods check: the review's fields (`ref`, `accept_ref`) stay in the site repo
+    checkpoints = {
+        p.checkpoint: p.locked.model_dump(include={"revision", "files"})
+        for p in sorted(pinned, key=lambda p: p.checkpoint)
+    }
     body = json.dumps({"version": 1, "checkpoints": checkpoints}, sort_keys=True, separators=(",", ":"))
     return {
         "apiVersion": "v1",
