@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import UsageError
@@ -114,7 +115,11 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
         return
     for path in written:
         console.print(f"wrote {path}", markup=False)
-    console.print(f"{len(files.settings.groups)} model groups, {len(files.settings.tenants)} tenants", markup=False)
+    console.print(
+        f"{wording.count(len(files.settings.groups), 'model group')}, "
+        f"{wording.count(len(files.settings.tenants), 'tenant')}",
+        markup=False,
+    )
     for note in files.notes:
         console.print(f"  note: {note}", markup=False)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
@@ -262,7 +263,9 @@ def verify_command(
         how = f"signed by key {result.key_id}, NOT checked against a trusted key"
     else:
         how = "NOT signed (hashes only)"
-    console.print(f"[green]intact[/]: {out}: {result.files} files match the manifest, {how}", markup=True)
+    console.print(
+        f"[green]intact[/]: {out}: {wording.count(result.files, 'file')} match the manifest, {how}", markup=True
+    )
     if not result.authenticated:
         console.print(f"[yellow]note[/]: {integrity_only}", markup=True)
 
@@ -439,11 +442,14 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     if as_json:
         print_json(status)
         return
+    total: int = status["records"]  # type: ignore[assignment]
     console.print(
-        f"{status['store']}: {status['records']:,} records, {status['first_day'] or '-'} to {status['last_day'] or '-'}"
+        f"{status['store']}: {wording.count(total, 'record')}, "
+        f"{status['first_day'] or '-'} to {status['last_day'] or '-'}"
     )
-    for month, count in dict(status["months"]).items():  # type: ignore[call-overload]
-        console.print(f"  {month}: {count:,} records")
+    months: dict[str, int] = dict(status["months"])  # type: ignore[call-overload]
+    for month, records in months.items():
+        console.print(f"  {month}: {wording.count(records, 'record')}")
     last: dict[str, Any] | None = status["last_ingest"]  # type: ignore[assignment]
     if last:
         console.print(
@@ -473,7 +479,7 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     path = site_store(site_repo, store)
     with LedgerStore(path, read_only=True, memory_limit="1GB") as ledger:
         records = checked_usage(ledger.con, period, path)
-    console.print(f"{path}: {month}'s rollups agree with its {records.records_in_month:,} records")
+    console.print(f"{path}: {month}'s rollups agree with its {wording.count(records.records_in_month, 'record')}")
 
 
 @ledger_group.command("sample")

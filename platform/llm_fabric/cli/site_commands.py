@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import keyring_option, site_repo_option
 from llm_fabric.cli.output import console, print_json, print_problems
 
@@ -45,7 +46,7 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
 
     result = init_site(directory, example, key_path)
     what = f"example `{example}`" if example else "empty skeleton"
-    console.print(f"created site repo [bold]{result.root}[/] from {what}: {len(result.files)} files")
+    console.print(f"created site repo [bold]{result.root}[/] from {what}: {wording.count(len(result.files), 'file')}")
     console.print(f"schemas in {result.root / 'schemas'}; first commit {result.commit or '(none)'}")
     if result.key is not None:
         console.print(

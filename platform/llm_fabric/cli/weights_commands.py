@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import site_repo_option
 from llm_fabric.cli.output import console
 
@@ -73,12 +74,14 @@ def _needed(site_repo: Path, plan_file: Path | None, site_id: str | None) -> tup
 def _print_pins(result: PinResult, needed: dict[str, list[str]]) -> None:
     for p in result.checkpoints:
         console.print(
-            f"{p.state:9} {p.checkpoint}@{p.revision[:12]}: {p.files} files, {p.size} bytes "
+            f"{p.state:9} {p.checkpoint}@{p.revision[:12]}: {wording.count(p.files, 'file')}, {p.size} bytes "
             f"(for {', '.join(needed[p.checkpoint])})",
             markup=False,
         )
     what = "written" if result.written else "unchanged"
-    console.print(f"{result.lock_path}: {what} ({len(result.checkpoints)} checkpoints needed)", markup=False)
+    console.print(
+        f"{result.lock_path}: {what} ({wording.count(len(result.checkpoints), 'checkpoint')} needed)", markup=False
+    )
 
 
 @weights_group.command("stage")
@@ -147,7 +150,9 @@ def verify_command(site_repo: Path, cache: Path | None, checkpoints: tuple[str, 
 
     hf_home = (cache or _default_cache()) / "hf"
     for v in verify_cache(load_site(site_repo), hf_home, list(checkpoints)):
-        console.print(f"ok {v.checkpoint}@{v.revision[:12]}: {v.files} files, {v.size} bytes", markup=False)
+        console.print(
+            f"ok {v.checkpoint}@{v.revision[:12]}: {wording.count(v.files, 'file')}, {v.size} bytes", markup=False
+        )
 
 
 commands = [weights_group]
