@@ -88,11 +88,12 @@ def validate_command(site_repo: Path, as_json: bool, base_rev: str | None, keyri
     print_problems("problems", report.problems)
     print_problems("policy violations", report.violations, style="yellow")
     print_problems("warnings", report.warnings, style="yellow")
-    counts = ", ".join(f"{v} {k}" for k, v in report.summary.items())
+    counts = ", ".join(wording.count(v, k.removesuffix("s"), k) for k, v in report.summary.items())
+    shown = Path.cwd() if site_repo == Path() else site_repo  # "valid: ." names no folder
     if report.exit_code == 0:
-        console.print(f"[green]valid[/]: {site_repo} ({counts})")
+        console.print(f"[green]valid[/]: {shown} ({counts})", markup=True)
     else:
-        console.print(f"[red]not valid[/]: {site_repo}" + (f" ({counts})" if counts else ""))
+        console.print(f"[red]not valid[/]: {shown}" + (f" ({counts})" if counts else ""), markup=True)
     return report.exit_code
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from llm_fabric.atomicio import remove_temp_files, write_atomic
 from llm_fabric.errors import UsageError
+from llm_fabric.site.root import require_site_root
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "llm-fabric",
@@ -39,6 +40,9 @@ def git(root: Path, *args: str, check: bool = True) -> str:
     except FileNotFoundError as exc:
         raise UsageError("git is not installed", hint="install git (apt-get install git)") from exc
     if check and proc.returncode != 0:
+        if "not a git repository" in proc.stderr:
+            # a command run outside the site repo: say so as every other command does (-C DIR), not git's words
+            require_site_root(root)
         raise UsageError(f"git {' '.join(args)} failed in {root}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
 
