@@ -123,3 +123,22 @@ def test_a_file_corrupted_after_staging_is_refused_by_the_pod(
     rc, out = _stage(site_repo, plan, cache, capsys)
     assert rc == 2 and "model.safetensors differs from the lock" in out and "delete the snapshot" in out
     assert (site_repo / "weights.lock").read_text() == lock
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("", "HF_ENDPOINT is set but empty"), ("  ", "HF_ENDPOINT is set but empty"), ("mirror:8731", "is not a URL")],
+)
+def test_an_empty_or_schemeless_hf_endpoint_is_named(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    value: str, said: str,
+) -> None:  # fmt: skip
+    plan, cache = tmp_path / "plan.json", tmp_path / "models"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan)]) == 0
+    monkeypatch.setenv("HF_ENDPOINT", value)
+    rc, out = _stage(site_repo, plan, cache, capsys)
+    assert rc == 2, out
+    assert said in out and "huggingface.co" not in out.replace("download from huggingface.co", ""), out
+    assert "missing an 'http://'" not in out and not cache.exists()
+    if not value.strip():  # the hint, followed, works: unset, the Hub is the endpoint again
+        assert "unset HF_ENDPOINT" in out

@@ -101,11 +101,11 @@ def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, s
       HF_ENDPOINT=https://hf-mirror.example.org fabric weights stage -C ./site --plan plan.json
       fabric weights stage -C ./site --plan plan.json --site vienna --cache /var/lib/llm-fabric/models
     """
-    from llm_fabric.weights.stage import stage_checkpoints
+    from llm_fabric.weights.stage import hub_endpoint, stage_checkpoints
 
+    endpoint, token = hub_endpoint(os.environ.get("HF_ENDPOINT")), os.environ.get("HF_TOKEN") or None
     site, needed = _needed(site_repo, plan_file, site_id)
     hf_home = (cache or _default_cache()) / "hf"
-    endpoint, token = os.environ.get("HF_ENDPOINT") or None, os.environ.get("HF_TOKEN") or None
     staged, result = stage_checkpoints(site, hf_home, list(needed), endpoint=endpoint, token=token)
     for s in staged:
         console.print(f"{s.action:10} {s.checkpoint}@{s.revision[:12]}", markup=False)
