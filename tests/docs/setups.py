@@ -62,33 +62,6 @@ def exports(first: Path, second: Path, month: str, count: int, repeat: int) -> N
     second.write_text("\n".join([*half[-repeat:], *rest, json.dumps(bad), json.dumps(late)]) + "\n")
 
 
-def hf_mirror_for_a_block(url_file: Path, checkpoint: str, idle_s: float = 15.0, limit_s: float = 180.0) -> None:
-    """A Hub mirror on 127.0.0.1 serving the tiny model as `checkpoint`, its URL written to `url_file`, started
-    in the background by a block's set-up so that the block's `HF_ENDPOINT` names a real mirror. The docs'
-    sandboxes outlive their blocks, so it stops by itself: `idle_s` after the last request it answered (none
-    before the first), or after `limit_s` in all."""
-    import tempfile
-    import time
-
-    from llm_fabric.atomicio import write_atomic
-    from llm_fabric.engine.local.tiny_model import build_tiny_model
-    from tests.fixtures.hf_mirror import hf_mirror
-
-    with (
-        tempfile.TemporaryDirectory(prefix="doc-hf-mirror-") as tmp,
-        hf_mirror({checkpoint: build_tiny_model(Path(tmp) / "tiny")}) as mirror,
-    ):
-        write_atomic(url_file, mirror.url + "\n")
-        start = last_seen = time.monotonic()
-        answered = 0
-        while time.monotonic() - start < limit_s:
-            time.sleep(0.5)
-            if len(mirror.requests) != answered:
-                answered, last_seen = len(mirror.requests), time.monotonic()
-            elif answered and time.monotonic() - last_seen > idle_s:
-                break
-
-
 def main(argv: list[str]) -> None:
     step, *args = argv
     if step == "facts":
@@ -101,8 +74,6 @@ def main(argv: list[str]) -> None:
         records(Path(args[0]), args[1], int(args[2]))
     elif step == "exports":
         exports(Path(args[0]), Path(args[1]), args[2], int(args[3]), int(args[4]))
-    elif step == "hf-mirror":
-        hf_mirror_for_a_block(Path(args[0]), args[1])
     elif step == "hf-cache":
         from llm_fabric.engine.local.tiny_model import build_tiny_model
         from tests.fixtures.hf_cache import place_checkpoint

@@ -1,4 +1,4 @@
-"""`fabric weights stage` against a Hugging Face mirror on 127.0.0.1 (tests/fixtures/hf_mirror.py): the real
+"""`fabric weights stage` against a Hugging Face mirror on 127.0.0.1 (llm_fabric.weights.mirror.py): the real
 huggingface_hub downloads the tiny model into the cache, the lock pins it, and staging the same lock again
 downloads nothing; the pod's check and `plan --base` then read what stage wrote."""
 
@@ -13,8 +13,8 @@ from llm_fabric.cli.main import main
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.site.gitrepo import commit_paths
 from llm_fabric.site.loader import load_site
+from llm_fabric.weights.mirror import Mirror, commit_of, hf_mirror
 from tests.fixtures.hf_cache import hub_snapshot
-from tests.fixtures.hf_mirror import Mirror, commit_of, hf_mirror
 from tests.weights.pods import render_vienna, run_pod_check
 
 CHECKPOINT = "openai/gpt-oss-120b"  # what vienna's only deployment (gpt-oss-120b, mxfp4) loads

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from llm_fabric import wording
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.recipes import DEFAULT_ENGINE, get_recipe
 from llm_fabric.engine.request_hooks import request_fields
@@ -183,7 +184,8 @@ def check_trusted_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> 
             )
     if problems:
         raise PolicyRefusal(
-            f"the gateway would route to {len(problems)} replica(s) on unknown or retired nodes", problems=problems
+            f"the gateway would route to {wording.count(len(problems), 'replica')} on unknown or retired nodes",
+            problems=problems,
         )
 
 
