@@ -514,7 +514,9 @@ def sample_command(site_repo: Path, month: str, count: int, seed: int, out: Path
     period = Month.parse(month)
     # plain load_site: sample records for a local file, spread over deployments and tenants; no node is used
     sample_month(out, load_site(site_repo), period, count, seed=seed)
-    console.print(f"wrote {out}: {count:,} sample request record(s) of {period} (seed {seed})", markup=False)
+    console.print(
+        f"wrote {out}: {wording.count(count, 'sample request record')} of {period} (seed {seed})", markup=False
+    )
 
 
 commands = [report_command, exporter_command, ledger_group]
