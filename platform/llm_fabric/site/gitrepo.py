@@ -175,15 +175,28 @@ def require_committed(root: Path, paths: Sequence[str], command: str) -> None:
     """UsageError (exit 2) naming the files among `paths` that differ from HEAD (modified, staged or untracked).
 
     A command that commits judges its change against these files but commits only its own: over
-    uncommitted edits it would leave a commit that `fabric validate` of the history rejects.
+    uncommitted edits it would leave a commit that `fabric validate` of the history rejects. The hint's
+    commands run as written: untracked files are added before the commit (`git commit PATH` refuses a
+    path git does not know, and `checkout --` cannot undo one), and a commit names its message.
     """
-    dirty = [line[3:] for line in git(root, "status", "--porcelain", "--", *paths).splitlines() if line.strip()]
-    if dirty:
-        raise UsageError(
-            f"{command} depends on uncommitted changes: {', '.join(dirty)}",
-            hint=f"commit them first (git -C {root} commit {' '.join(dirty)}), or undo them "
-            f"(git -C {root} checkout -- {' '.join(dirty)}); nothing was written",
-        )
+    lines = [line for line in git(root, "status", "--porcelain", "--", *paths).splitlines() if line.strip()]
+    if not lines:
+        return
+    untracked = [line[3:] for line in lines if line.startswith("??")]
+    tracked = [line[3:] for line in lines if not line.startswith("??")]
+    keep, drop = [], []
+    if tracked:
+        listed = " ".join(tracked)
+        keep.append(f'git -C {root} commit -qm "update {listed}" -- {listed}')
+        drop.append(f"git -C {root} checkout HEAD -- {listed}")
+    if untracked:
+        listed = " ".join(untracked)
+        keep.append(f'git -C {root} add -- {listed} && git -C {root} commit -qm "add {listed}"')
+        drop.append(f"move {listed} out of the repo ({' '.join(f'{root}/{u}' for u in untracked)})")
+    raise UsageError(
+        f"{command} depends on uncommitted changes: {', '.join(tracked + untracked)}",
+        hint=f"commit them first ({' && '.join(keep)}), or undo them ({'; '.join(drop)}); nothing was written",
+    )
 
 
 @contextmanager
