@@ -164,6 +164,14 @@ def commit_to_branch(root: Path, branch: str, files: dict[str, str], message: st
         return commit
 
 
+def off_main_branch(root: Path) -> str | None:
+    """The branch checked out in `root` when it is not `main` and `main` exists (a commit made there lands on
+    a feature branch, not where the federation's nodes live); None otherwise, and outside a git repo."""
+    current = git(root, "symbolic-ref", "-q", "--short", "HEAD", check=False).strip()
+    has_main = git(root, "rev-parse", "-q", "--verify", "refs/heads/main", check=False).strip()
+    return current if current and current != "main" and has_main else None
+
+
 def is_checked_out(root: Path, branch: str | None) -> bool:
     """True when `branch` is the branch checked out in `root` (a command writing to it commits to the checkout)."""
     if branch is None:
