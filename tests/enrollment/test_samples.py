@@ -36,3 +36,32 @@ def test_an_unknown_sample_names_the_ones_there_are(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert "no sample machine 'h100x9'" in err
     assert "samples: h100x8, h200x4, mi355x8" in err
+
+
+def test_enrolling_with_a_feature_branch_checked_out_says_so(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 41 point 2: docs/deploy.md's reader, still on the change's branch, enrolled gpu9 onto it unwarned
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(site_repo), *args], capture_output=True, text=True, check=True).stdout
+
+    git("checkout", "-q", "-b", "mistral-context")
+    bundle = tmp_path / "gpu9.json"
+    assert main(["facts", "gpu9", "--sample", "h200x4", "-o", str(bundle)]) == 0
+    args = ["enroll", "gpu9", "--facts", str(bundle), "-C", str(site_repo), "--owner", "cerit-sc", "--site", "brno"]
+    capsys.readouterr()
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "note: the site repo has branch `mistral-context` checked out, not main: the node is committed there" in err
+    assert f"(git -C {site_repo} checkout main)" in err and "or pass --branch main" in err
+    assert "gpu9.yaml" in git("show", "--stat", "--format=", "mistral-context")
+    # the hint followed: on main, no note, and the node is committed on main
+    git("checkout", "-q", "main")
+    other = tmp_path / "gpu10.json"
+    assert main(["facts", "gpu10", "--sample", "h200x4", "-o", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["enroll", "gpu10", "--facts", str(other), *args[4:]]) == 0
+    assert "not main" not in capsys.readouterr().err
+    assert "gpu10.yaml" in git("show", "--stat", "--format=", "main")
