@@ -464,11 +464,18 @@ class Plan(FabricModel):
             return self
         problems = [v.to_problem() for v in self.violations]
         problems += [s.to_problem() for s in self.shortfalls if not s.out_of_service]
-        problems += [d.to_problem() for d in (self.rollout.refused if self.rollout else [])]
+        refused = self.rollout.refused if self.rollout else []
+        problems += [d.to_problem() for d in refused]
+        hint = "run `fabric plan -C DIR` to see the placement and the reasons"
+        if refused and self.rollout is not None:  # only a plan against its base shows the outage it refused
+            hint = (
+                f"run `fabric plan -C DIR --base {self.rollout.base_revision}` to see the refused rollout; "
+                f"{refused[0].to_problem().hint}, then write the plan again"
+            )
         raise PolicyRefusal(
             f"the plan for `{self.federation}` is incomplete ({wording.count(len(problems), 'problem')})",
             problems=problems,
-            hint="run `fabric plan -C DIR` to see the placement and the reasons",
+            hint=hint,
         )
 
 
