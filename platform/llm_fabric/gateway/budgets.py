@@ -56,6 +56,8 @@ def tenant_budget(site: SiteRepo, policies: PolicySet, tenant: Tenant, share: fl
     return {
         "tokens_per_month": math.floor(lim.tokens_per_month * share) if lim.tokens_per_month is not None else None,
         "price_per_month": price,
+        "whole_tokens_per_month": lim.tokens_per_month,
+        "whole_price_per_month": lim.price_per_month,
         "fail_closed": not external_fallback_allowed(policies, tenant.data_classes),
         "key_expiry": {k.id: k.expires_at for k in tenant.keys if k.expires_at is not None},
     }
