@@ -215,7 +215,7 @@ def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
     "--sample",
     metavar="NAME",
     help="Write the bundle of a sample machine shipped with the fabric (h100x8: 8 x H100 SXM, h200x4, "
-    "mi355x8) instead of gathering; HOST names it (default: NAME).",
+    "mi355x8; for the tiers: l40sx8, a100x4, mi300x8cpx) instead of gathering; HOST names it (default: NAME).",
 )
 @_connection_options
 @_read_probe_options
