@@ -153,7 +153,7 @@ def hidden_inputs(created: set[str], commands: list[Command]) -> list[str]:
 def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Command, str, int]]:
     # a set-up that fails stops the block: its commands would fail for the wrong reason
     before = _listing(root) if setup else set()
-    listing = f'echo "{_SETUP_DONE}-FILES"; {_LISTING}' if setup else ":"
+    listing = f'echo "{_SETUP_DONE}-FILES"; (cd "{root}" && {_LISTING})' if setup else ":"  # a set-up may cd
     script = ["set +e", f"{{ {setup or ':'}\n}} || exit 97", listing, f'echo "{_SETUP_DONE}"']
     for number, command in enumerate(commands):
         script += [command.line, f'__rc=$?; echo "{_RC} {number} $__rc"; (exit $__rc)']

@@ -10,7 +10,6 @@ import pytest
 from llm_fabric.cli.main import main
 from llm_fabric.enrollment.samples import sample_names
 
-
 # the tier each sample machine enrols at: the first three for the tour, the others for docs/enroll.md's tiers
 TIERS = {"h100x8": "full", "h200x4": "full", "mi355x8": "full", "l40sx8": "limited", "a100x4": "rejected",
          "mi300x8cpx": "rejected"}  # fmt: skip
