@@ -33,6 +33,7 @@ from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, 
 from tests.fixtures.redis_server import redis_server
 
 from llm_fabric.gateway.config import build_gateway, gateway_site
+from llm_fabric.gateway.endpoints import LocalRun
 from llm_fabric.gateway.run import start_gateway, write_gateway_files
 from llm_fabric.gateway.runtime.settings import COUNTERS_URL_ENV
 from llm_fabric.plan.document import load_plan
@@ -107,7 +108,7 @@ def run(args: argparse.Namespace, root: Path) -> None:
     site = load_site(repo)
     plan = load_plan(root / "planner.json")  # the planner's own: capacities far above the bench's load
     files = build_gateway(
-        site, plan, site_id=gateway_site(site, "brno"), endpoints={(MODEL, None): backend.url}, local=True
+        site, plan, site_id=gateway_site(site, "brno"), reach=LocalRun(engines={(MODEL, None): backend.url})
     )
     hooks_dir, plain_dir = root / "hooks", root / "plain"
     write_gateway_files(files, hooks_dir)

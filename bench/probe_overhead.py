@@ -32,14 +32,15 @@ from tests.engine.live import counter_totals
 from tests.engine.probe_runner import probe_commands, render_engines, run_rendered
 from tests.fixtures.engine import ENGINE_RECIPE
 
-from llm_fabric.deploy.resources.probes import LIVE_TOKENS
 from llm_fabric.engine.command import ServingArgs
-from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, engine_python, start_engine
+from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
+from llm_fabric.engine.process import LocalEngine, engine_python
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.engine.runtime.probe import PROMPT
 from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.hardware.catalog import load_gpu_catalog
+from llm_fabric.serving.probes import LIVE_TOKENS
 
 GENERATED = {"generation": "vllm:generation_tokens_total"}
 PROBE_SECONDS: list[float] = []  # each probe's answer time under the load, as the probe printed it

@@ -18,13 +18,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import yaml
+from tests.deploy.planfixture import CONTEXT, seed_fingerprint
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.deploy import render
 from llm_fabric.deploy.build import load_inputs
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.render import render_stacks
 from llm_fabric.distribution import data_path
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
 from llm_fabric.site.loader import load_site
 
@@ -52,6 +53,11 @@ def synthetic(replicas: int) -> tuple[object, Plan]:
                 gpu_model="b200",
                 tensor_parallel_size=2,
                 quantization="fp8",
+                checkpoint="org/model",
+                revision=None,
+                served_model_name=deployment,
+                context_length=CONTEXT,
+                config_fingerprint=seed_fingerprint("org/model", "fp8"),
                 engine_args=["org/model", "--tensor-parallel-size", "2"],
                 data_classes=["public"],
             )

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fixtures.hf_cache import place_checkpoint
 
-from llm_fabric.deploy.resources.weights import LOCK_KEY, PinnedWeights, lock_configmap
+from llm_fabric.serving.weights import LOCK_KEY, PinnedWeights, lock_configmap
 from llm_fabric.weights.snapshot import lock_snapshot
 
 CHECKPOINT = "bench/checkpoint"

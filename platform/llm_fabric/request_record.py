@@ -16,9 +16,14 @@ runtime can import it.
 | completion_tokens | integer | yes (may be null) | output tokens; null: 0 |
 | cached_prompt_tokens | integer | no | input tokens served from the prefix cache |
 | ttft_ms | number | no | time to first token in milliseconds |
-| status | string | yes | the HTTP status the client got, 3 digits: `200` a success, `429` a refusal |
+| status | string | yes | the HTTP status the client got, 3 digits (`200` a success, `429` a refusal), or `cut` |
 | request_id | string | no | the natural key (below) |
 | data_class, prompt | string | no | the meter's: data class, prompt where logging is allowed; not read |
+| relay_from | string | no | the meter's: the entry site of a request another site's gateway relayed; not read |
+
+`cut`: a streamed answer began (200) and broke off before its end (the engine's stream ended
+unfinished); the client got an error event, not [DONE]; the ledger counts it as a failure, with the
+output tokens it delivered.
 
 A refused request has no prompt length: its `prompt_tokens` is null (the month's prompt percentiles
 do not count it as a length-0 prompt) and its `completion_tokens` 0. The ledger also reads the status
@@ -66,9 +71,10 @@ CONTENT_KEY = tuple(c for c in COLUMNS if c != "request_id")
 MAX_TOKENS = 1 << 31
 MAX_TTFT_MS = 4_000_000
 OK = "200"
+CUT = "cut"  # a streamed answer that began and broke off: the client got an error event, not [DONE]
 
 TokenCount = Annotated[int, Field(ge=0, lt=MAX_TOKENS)]
-HttpStatus = Annotated[str, Field(pattern=r"^[1-5][0-9][0-9]$")]
+HttpStatus = Annotated[str, Field(pattern=r"^([1-5][0-9][0-9]|cut)$")]
 
 
 class RequestRecord(FabricModel):
@@ -82,8 +88,13 @@ class RequestRecord(FabricModel):
     completion_tokens: TokenCount | None = 0
     cached_prompt_tokens: TokenCount | None = None
     ttft_ms: Annotated[float, Field(ge=0, lt=MAX_TTFT_MS)] | None = None
-    status: HttpStatus = Field(description="the HTTP status the client got: 200 is a success")
+    status: HttpStatus = Field(description="the HTTP status the client got (200 is a success), or `cut`")
     request_id: str | None = None
+    relay_from: str | None = Field(
+        None,
+        description="the entry site, when another site's gateway relayed the request here: its record and "
+        "the entry's share the request id, and the ledger keeps one of them",
+    )
     data_class: str | None = None
     prompt: str | None = None
 

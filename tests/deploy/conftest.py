@@ -11,9 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from llm_fabric.deploy.build import StackInputs, load_inputs
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.distribution import data_path
 from llm_fabric.init import init_site
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.trust.sites import load_trusted_site
 from tests.deploy.planfixture import seed_plan
 

@@ -6,7 +6,32 @@ its own suite, and `test_serving_from_build_plan` covers the real `plan_site` ou
 
 from __future__ import annotations
 
+from llm_fabric.engine.fingerprint import ConfigFingerprint, FingerprintFields, fingerprint
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SolverReport
+
+CONTEXT = 131072
+
+
+def seed_fingerprint(model_id: str, quant: str) -> ConfigFingerprint:
+    """A fingerprint of the fields the seed layout says (the resource builders only carry it along)."""
+    fields = FingerprintFields(
+        engine="vllm",
+        engine_version=None,
+        checkpoint=model_id,
+        revision=None,
+        quantization=quant,
+        kv_cache_dtype="auto",
+        max_model_len=CONTEXT,
+        tool_call_parser=None,
+        reasoning_parser=None,
+        chat_template=None,
+        trust_remote_code=False,
+        generation={"max_tokens": 32768},
+        loop_guard=True,
+        extra_args=[],
+    )
+    return fingerprint(fields)
+
 
 # deployment -> (node, owner, gpu model, GPU indices, quantization, model id, data classes, dedicated_for)
 LAYOUT: dict[str, tuple[str, str, str, list[int], str, str, list[str], str | None]] = {
@@ -87,7 +112,15 @@ def seed_plan(extra_replicas: int = 0) -> Plan:
     replicas = []
     for name, (node, owner, model, gpus, quant, model_id, classes, dedicated) in LAYOUT.items():
         tp = len(gpus)
-        args = [model_id, "--tensor-parallel-size", str(tp), "--served-model-name", name, "--max-model-len", "131072"]
+        args = [
+            model_id,
+            "--tensor-parallel-size",
+            str(tp),
+            "--served-model-name",
+            name,
+            "--max-model-len",
+            str(CONTEXT),
+        ]
         replicas.append(
             ReplicaPlacement(
                 deployment=name,
@@ -99,6 +132,11 @@ def seed_plan(extra_replicas: int = 0) -> Plan:
                 gpu_model=model,
                 tensor_parallel_size=tp,
                 quantization=quant,
+                checkpoint=model_id,
+                revision=None,
+                served_model_name=name,
+                context_length=CONTEXT,
+                config_fingerprint=seed_fingerprint(model_id, quant),
                 engine_args=args,
                 engine_env={"VLLM_USE_DEEP_GEMM": "1"} if model == "b200" else {},
                 dedicated_for=dedicated,

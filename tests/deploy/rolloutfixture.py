@@ -1,6 +1,6 @@
 """A plan with a rollout, for the delivery tests: the seed-000 plan with two waves at brno.
 
-Hand-built on purpose, and only here: `Plan.rollout` is filled by `fabric plan --base` (plan/rollout.py),
+Hand-built on purpose, and only here: `Plan.rollout` is filled by `fabric plan --base` (review/rollout.py),
 which another change builds at the same time; these tests take the document's model as the contract. A test
 chaining `fabric plan --base` and `fabric render` replaces them once both are merged.
 

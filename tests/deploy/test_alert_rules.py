@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.observability import XID_ALERTS, XID_UNCLASSIFIED, alert_rules, rule_groups
 from llm_fabric.distribution import data_path
 from llm_fabric.hardware.xids import load_xid_table
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.observability.rules import XID_ALERTS, XID_UNCLASSIFIED, alert_rules, rule_groups
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus)")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_fabric.deploy.resources.canary import LATENCY_THRESHOLD_S, rule_groups
+from llm_fabric.observability.canary import LATENCY_THRESHOLD_S, rule_groups
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian package prometheus)")

@@ -24,7 +24,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_fabric.deploy.resources.dashboards.series import (
+from llm_fabric.engine.process import LocalEngine
+from llm_fabric.errors import UsageError
+from llm_fabric.gateway.run import gateway_python
+from llm_fabric.observability.dashboards.series import (
     FABRIC_METRICS,
     LITELLM_FAILED,
     LITELLM_INPUT_TOKENS,
@@ -33,10 +36,7 @@ from llm_fabric.deploy.resources.dashboards.series import (
     LITELLM_REQUESTS,
     LITELLM_TENANT,
 )
-from llm_fabric.deploy.resources.dashboards.site_set import DASHBOARDS
-from llm_fabric.engine.local.server import LocalEngine
-from llm_fabric.errors import UsageError
-from llm_fabric.gateway.run import gateway_python
+from llm_fabric.observability.dashboards.site_set import DASHBOARDS
 from tests.deploy.rendered_site import Rendered, render_reference
 from tests.fixtures.engine import get_text
 from tests.fixtures.prometheus import PrometheusServer

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llm_fabric.deploy.build import StackInputs
-from llm_fabric.deploy.resources.dashboards.panels import Panel
-from llm_fabric.deploy.resources.dashboards.site_set import site_dashboards
 from llm_fabric.distribution import data_path
+from llm_fabric.observability.dashboards.panels import Panel
+from llm_fabric.observability.dashboards.site_set import site_dashboards
 
 MISTRAL = "deployments/mistral-small-4.yaml"
 TARGET = "target: {concurrent_sessions: 8, context_tokens: 8000, ttft_ms: 500, itl_ms: 40}\n"

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy.resources.serving import FINGERPRINT_ANNOTATION
 from llm_fabric.plan.document import load_plan
+from llm_fabric.serving.workloads import FINGERPRINT_ANNOTATION
 
 
 def _plan(site_repo: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> Path:
@@ -51,7 +51,7 @@ def test_render_annotates_each_replica_with_its_planned_fingerprint(
         assert template["annotations"][FINGERPRINT_ANNOTATION] == expected
 
 
-def test_a_plan_from_before_fingerprints_still_loads_and_renders_without_the_annotation(
+def test_a_plan_from_before_replicas_carried_their_fields_is_refused_naming_the_field(
     site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     plan_file = _plan(site_repo, tmp_path, capsys)
@@ -59,11 +59,13 @@ def test_a_plan_from_before_fingerprints_still_loads_and_renders_without_the_ann
     for replica in data["replicas"]:
         del replica["config_fingerprint"]  # what `fabric plan -o` wrote before this field existed
     plan_file.write_text(json.dumps(data))
-    assert all(r.config_fingerprint is None for r in load_plan(plan_file).replicas)
     out = tmp_path / "out"
-    assert main(["render", "-C", str(site_repo), "--site", "brno", "--plan", str(plan_file), "--out", str(out)]) == 0
-    for doc in _engine_workloads(out).values():
-        assert FINGERPRINT_ANNOTATION not in doc["metadata"]["annotations"]  # type: ignore[index]
+    code = main(["render", "-C", str(site_repo), "--site", "brno", "--plan", str(plan_file), "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "is a plan of an older fabric" in err and "replicas.0.config_fingerprint" in err
+    assert "has no `config_fingerprint`" in err and "fabric plan -o FILE" in err
+    assert not out.exists()
 
 
 def test_a_fingerprint_edited_by_hand_is_refused_naming_the_replica(

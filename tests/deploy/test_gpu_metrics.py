@@ -15,11 +15,11 @@ import pytest
 from llm_fabric.cli.main import main
 from llm_fabric.deploy.build import StackInputs, build_stack
 from llm_fabric.deploy.crd_validation import core_errors
-from llm_fabric.deploy.manifests import all_objects
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.gpu_metrics import COLLECTED, DCGM_EXPORTER_IMAGE, counters_csv
-from llm_fabric.deploy.resources.observability import alert_rules
 from llm_fabric.distribution import data_path
+from llm_fabric.kube.manifests import all_objects
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.observability.gpu_metrics import COLLECTED, DCGM_EXPORTER_IMAGE, counters_csv
+from llm_fabric.observability.rules import alert_rules
 from tests.deploy.crdschemas import validate_custom
 from tests.deploy.test_pulumi_stacks import run_stack
 
@@ -35,7 +35,7 @@ def test_the_exporter_runs_on_the_sites_nvidia_nodes(reference_inputs: StackInpu
     assert core_errors(daemon_set, "1.33") == []
     pod = daemon_set["spec"]["template"]["spec"]
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    # the labels the provisioning puts on each node (deploy/labels.py): brno's NVIDIA GPU models
+    # the labels the provisioning puts on each node (kube/labels.py): brno's NVIDIA GPU models
     assert term["matchExpressions"] == [
         {"key": "fabric.llm/site", "operator": "In", "values": ["brno"]},
         {"key": "fabric.llm/gpu-model", "operator": "In", "values": ["b200", "b300", "h200"]},

@@ -7,9 +7,13 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.deploy.build import build_stack, load_inputs
-from llm_fabric.deploy.manifests import all_objects
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.probes import (
+from llm_fabric.engine.backends import backend
+from llm_fabric.init import init_site
+from llm_fabric.kube.manifests import all_objects
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.plan.document import DeploymentCapacity, SpeedFigures
+from llm_fabric.plan.planning import plan_site
+from llm_fabric.serving.probes import (
     DEADLINE_MAX_S,
     DEADLINE_MIN_S,
     DEADLINE_NO_FIGURES_S,
@@ -17,10 +21,6 @@ from llm_fabric.deploy.resources.probes import (
     SILENCE_S,
     liveness_timing,
 )
-from llm_fabric.engine.backends import backend
-from llm_fabric.init import init_site
-from llm_fabric.plan.document import DeploymentCapacity, SpeedFigures
-from llm_fabric.plan.planning import plan_site
 from llm_fabric.trust.sites import load_trusted_site
 
 

@@ -10,12 +10,12 @@ import pytest
 
 from llm_fabric.deploy.build import StackInputs, build_stack, load_inputs
 from llm_fabric.deploy.components import deploy_stack
-from llm_fabric.deploy.manifests import all_objects
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.probes import canary_egress
-from llm_fabric.deploy.resources.serving import FINGERPRINT_ANNOTATION
 from llm_fabric.init import init_site
+from llm_fabric.kube.manifests import all_objects
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.planning import plan_site
+from llm_fabric.serving.probes import canary_egress
+from llm_fabric.serving.workloads import FINGERPRINT_ANNOTATION
 from llm_fabric.trust.sites import load_trusted_site
 
 

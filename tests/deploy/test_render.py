@@ -11,8 +11,8 @@ from kubernetes_validate import utils as kv
 
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
 from llm_fabric.deploy.crd_validation import is_core
-from llm_fabric.deploy.manifests import all_objects
 from llm_fabric.deploy.render import render_stacks
+from llm_fabric.kube.manifests import all_objects
 from tests.deploy.crdschemas import crds_or_skip, known, validate_custom
 
 K8S_VERSION = "1.33.0"  # the reference site's cluster.kubernetes_version

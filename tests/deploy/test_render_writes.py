@@ -10,9 +10,9 @@ import yaml
 
 from llm_fabric.atomicio import AtomicBatch
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
-from llm_fabric.deploy.manifests import all_objects
 from llm_fabric.deploy.render import dump_yaml, render_stacks
 from llm_fabric.errors import UsageError
+from llm_fabric.kube.manifests import all_objects
 
 ODD_SCALARS: dict[str, Any] = {
     "strings": ["yes", "on", "No", "1", "1.5", "0x1f", "1e3", "~", "", "null", "2024-01-01", "12:30", "a: b", "- x"],

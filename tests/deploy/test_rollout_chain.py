@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from llm_fabric.deploy.build import load_inputs
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.waves import SYNC_WAVE
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.serving.waves import SYNC_WAVE
 from tests.deploy.crdschemas import crds_or_skip
 from tests.deploy.test_waves_pulumi import _run
 from tests.fixtures.cli import git

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy import labels as L
 from llm_fabric.engine.sglang.command import LAUNCHER
+from llm_fabric.kube import labels as L
 from tests.deploy.crdschemas import crds_or_skip
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llm_fabric.deploy import labels as L
 from llm_fabric.deploy.build import build_stack, load_inputs
-from llm_fabric.deploy.manifests import all_objects
-from llm_fabric.deploy.options import STACK_FIELDS, StackOptions, camel, config_keys
-from llm_fabric.deploy.resources.allocations import split_allocation
 from llm_fabric.init import init_site
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.manifests import all_objects
+from llm_fabric.kube.options import STACK_FIELDS, StackOptions, camel, config_keys
+from llm_fabric.quota.allocations import split_allocation
 from llm_fabric.trust.sites import load_trusted_site
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"

@@ -12,6 +12,7 @@ import pytest
 
 from llm_fabric.cli.main import main
 from llm_fabric.gateway.config import build_gateway
+from llm_fabric.gateway.endpoints import LocalRun
 from llm_fabric.plan.document import load_plan
 from llm_fabric.trust.sites import load_trusted_site
 from tests.deploy.rolloutfixture import rollout_plan
@@ -60,9 +61,10 @@ def test_a_surge_with_its_own_endpoint_gets_an_entry_beside_the_replicas(site_re
         site,
         plan,
         site_id="brno",
-        local=True,
-        replica_endpoints={("qwen3-5", 0): "http://127.0.0.1:8000/v1"},
-        surge_endpoints={("qwen3-5", 0): "http://127.0.0.1:8001/v1"},
+        reach=LocalRun(
+            replicas={("qwen3-5", 0): "http://127.0.0.1:8000/v1"},
+            surges={("qwen3-5", 0): "http://127.0.0.1:8001/v1"},
+        ),
     )
     entries = [e for e in files.litellm["model_list"] if e["model_info"].get("fabric_deployment") == "qwen3-5"]
     here = [e for e in entries if e["model_info"].get("fabric_site") == "brno"]
@@ -76,7 +78,7 @@ def test_a_surge_with_its_own_endpoint_gets_an_entry_beside_the_replicas(site_re
     slots = surge["litellm_params"]["max_parallel_requests"]
     assert slots == replica["litellm_params"]["max_parallel_requests"]
     without = build_gateway(
-        site, plan, site_id="brno", local=True, replica_endpoints={("qwen3-5", 0): "http://127.0.0.1:8000/v1"}
+        site, plan, site_id="brno", reach=LocalRun(replicas={("qwen3-5", 0): "http://127.0.0.1:8000/v1"})
     )
     alone = [
         e

@@ -10,8 +10,8 @@ from pulumi.runtime.mocks import MockMonitor
 
 from llm_fabric.deploy.build import StackInputs, build_stack
 from llm_fabric.deploy.components import deploy_stack
-from llm_fabric.deploy.manifests import all_objects
-from llm_fabric.deploy.waves import SYNC_WAVE
+from llm_fabric.kube.manifests import all_objects
+from llm_fabric.serving.waves import SYNC_WAVE
 from tests.deploy.rolloutfixture import rollout_plan
 from tests.deploy.test_pulumi_stacks import RecordingMocks, kubernetes
 

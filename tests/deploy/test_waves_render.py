@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.serving import build_serving
-from llm_fabric.deploy.waves import SYNC_WAVE
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import DeploymentRollout, Rollout, RolloutWave, SurgeReplica
 from llm_fabric.plan.planning import plan_site
+from llm_fabric.serving.waves import SYNC_WAVE
+from llm_fabric.serving.workloads import build_serving
 from llm_fabric.site.models import Deployment, HostInventory, RdmaPort
 from tests.deploy.crdschemas import crds_or_skip, validate_custom
 from tests.deploy.planfixture import seed_plan

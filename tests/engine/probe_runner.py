@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.resources.probes import PROBE_MODULE
 from llm_fabric.init import init_site
+from llm_fabric.kube import labels as L
+from llm_fabric.serving.probes import PROBE_MODULE
 from tests.deploy.test_sglang_site import switch
 
 PLATFORM = Path(__file__).resolve().parents[2] / "platform"

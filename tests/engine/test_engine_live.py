@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_fabric.engine.local.server import LocalEngine
 from llm_fabric.engine.local.tiny_model import EOS, build_tiny_model
+from llm_fabric.engine.process import LocalEngine
 from llm_fabric.engine.runtime.loop_detect import LoopGuardSettings, find_loop
 from tests.fixtures.engine import ENGINE_RECIPE, get_text, post_json, require_engine
 

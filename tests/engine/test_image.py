@@ -7,9 +7,9 @@ import tomllib
 from pathlib import Path
 
 from llm_fabric import __version__
-from llm_fabric.deploy.options import DEFAULT_ENGINE_IMAGE, DEFAULT_ENGINE_IMAGE_ROCM, StackOptions
 from llm_fabric.engine.backends import BACKENDS
 from llm_fabric.engine.vllm.backend import VLLM
+from llm_fabric.kube.options import DEFAULT_ENGINE_IMAGE, DEFAULT_ENGINE_IMAGE_ROCM, StackOptions
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from llm_fabric.engine.local.server import LocalEngine
-from llm_fabric.engine.local.traffic import lognormal_lengths, nearest_rank, plan_burst, send_burst, write_records
+from llm_fabric.engine.process import LocalEngine
+from llm_fabric.loadtest.burst import lognormal_lengths, nearest_rank, plan_burst, send_burst, write_records
 from llm_fabric.site.loader import load_site
 from tests.engine.live import counter_totals, run_report, scrape_replica, wait_scraped
 from tests.fixtures.engine import ENGINE_RECIPE, get_text

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from llm_fabric.deploy.resources.probes import LIVE_TOKENS
-from llm_fabric.engine.local.server import LocalEngine
+from llm_fabric.engine.process import LocalEngine
 from llm_fabric.engine.runtime.probe import PROMPT
+from llm_fabric.serving.probes import LIVE_TOKENS
 from tests.engine.live import counter_totals
 from tests.engine.probe_runner import flag_value, probe_commands, render_engines, run_rendered
 from tests.fixtures.engine import ENGINE_RECIPE, get_text

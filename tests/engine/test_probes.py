@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from llm_fabric.engine.argcheck import ArgCase
-from llm_fabric.engine.local.server import free_port
-from llm_fabric.engine.local.sglang_standin import SglangStandin, StandinOptions, options_from_args
+from llm_fabric.engine.process import free_port
 from llm_fabric.engine.request_hooks import request_priority
 from llm_fabric.engine.sglang.check import check_with_sglang
 from tests.engine.probe_runner import VerdictServer, flag_value, probe_commands, render_engines, run_rendered
+from tests.fixtures.sglang_standin import SglangStandin, StandinOptions, options_from_args
 
 PY = sys.executable  # the probe needs the standard library only: this Python stands in for the image's
 

@@ -36,7 +36,7 @@ def _value(args: list[str], flag: str) -> str:
 def test_the_pinned_version_is_the_one_the_makefile_fetches() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["sglang-wheel"] == [f"sglang=={SGLANG_VERSION}"]
-    from llm_fabric.deploy.options import DEFAULT_SGLANG_IMAGE
+    from llm_fabric.kube.options import DEFAULT_SGLANG_IMAGE
 
     assert DEFAULT_SGLANG_IMAGE.startswith(f"llm-fabric/sglang:v{SGLANG_VERSION}-fabric")
 

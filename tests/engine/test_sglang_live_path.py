@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from llm_fabric.engine.local.sglang_standin import QUEUE_FULL, SglangStandin, StandinOptions
-from llm_fabric.engine.local.traffic import plan_burst, send_burst, write_records
+from llm_fabric.loadtest.burst import plan_burst, send_burst, write_records
 from llm_fabric.site.loader import load_site
 from tests.engine.live import counter_totals, run_report, scrape_replica, wait_scraped
 from tests.fixtures.prometheus import PrometheusServer
+from tests.fixtures.sglang_standin import QUEUE_FULL, SglangStandin, StandinOptions
 
 pytestmark = [pytest.mark.slow]
 

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llm_fabric.engine.local.sglang_standin import (
+from llm_fabric.engine.request_hooks import request_fields
+from tests.fixtures.sglang_standin import (
     NO_CUSTOM_PROCESSOR,
     PREEMPTED,
     QUEUE_FULL,
     SglangStandin,
     StandinOptions,
 )
-from llm_fabric.engine.request_hooks import request_fields
 
 
 @pytest.fixture

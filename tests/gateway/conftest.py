@@ -23,13 +23,33 @@ from tests.fixtures.engine import ENGINE_RECIPE
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
 from tests.fixtures.processes import background
 
-from llm_fabric.engine.local.server import LocalEngine, free_port
+from llm_fabric.engine.process import LocalEngine, free_port
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
+from llm_fabric.gateway.runtime.relay import RELAY_KEY_ENV, RELAY_PEERS_ENV, write_site_keys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_PEER_KEY = "fpk-test-federation-peer-key"
 GATEWAY_VENV_PYTHON = REPO_ROOT / ".venv-gateway" / "bin" / "python"
 START_TIMEOUT = 120.0
+
+
+RELAY_SITES = ["brno", "vienna"]
+_relay_keys: list[tuple[dict[str, Path], Path]] = []
+
+
+def relay_keys() -> tuple[dict[str, Path], Path]:
+    """Each test site's own relay key and the federation's public keys, made once per test session."""
+    if not _relay_keys:
+        import tempfile
+
+        _relay_keys.append(write_site_keys(Path(tempfile.mkdtemp(prefix="fabric-relay-keys-")), RELAY_SITES))
+    return _relay_keys[0]
+
+
+def relay_env(site: str) -> dict[str, str]:
+    """A gateway's relay environment: its site's signing key (only its own) and every site's public key."""
+    private, peers = relay_keys()
+    return {RELAY_PEERS_ENV: str(peers), **({RELAY_KEY_ENV: str(private[site])} if site in private else {})}
 
 
 def require_gateway() -> None:
@@ -123,7 +143,8 @@ def running_gateway(
     env: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """`fabric gateway run --site SITE` as a subprocess (the real command); yields its URL, stops it by its process
-    group. Every gateway a test starts has the same peer key, so they may relay to each other (`peers`);
+    group. Every gateway a test starts has the same peer key and its site's relay key (`relay_env`), so they may
+    relay to each other (`peers`);
     `env`: more of the proxy's environment (the counter store)."""
     port = port or free_port()
     root.mkdir(parents=True, exist_ok=True)
@@ -148,10 +169,36 @@ def running_gateway(
     argv += [a for e in endpoints for a in ("--endpoint", e)] + [a for e in externals for a in ("--external", e)]
     argv += [a for p in peers for a in ("--peer", p)]
     with background(
-        argv, log, {"CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY, **(env or {})}
+        argv,
+        log,
+        {"CLOUD_API_KEY": "test-cloud-key", PEER_KEY_ENV: TEST_PEER_KEY, **relay_env(site), **(env or {})},
     ) as process:
         wait_ready(f"http://127.0.0.1:{port}", process, log)
         yield f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def relaying_sites(
+    repo: Path, plan: Path, root: Path, engines: dict[str, list[str]], env: dict[str, dict[str, str]] | None = None
+) -> Iterator[dict[str, str]]:
+    """A gateway per site of `engines` (site -> its --endpoint values), started in that order, each with the
+    others as its peers; yields site -> URL. `env`: a site's more environment (its counter store)."""
+    ports = {site: free_port() for site in engines}
+
+    def peers(site: str) -> tuple[str, ...]:
+        return tuple(f"{other}=http://127.0.0.1:{port}/v1" for other, port in ports.items() if other != site)
+
+    with contextlib.ExitStack() as stack:
+        urls = {
+            site: stack.enter_context(
+                running_gateway(
+                    repo, plan, root / site, endpoints, [], site=site, peers=peers(site), port=ports[site],
+                    env=(env or {}).get(site),
+                )
+            )
+            for site, endpoints in engines.items()
+        }  # fmt: skip
+        yield urls
 
 
 @pytest.fixture(scope="session")
@@ -193,6 +240,7 @@ def engine_gateway(tiny_engine: LocalEngine, tmp_path_factory: pytest.TempPathFa
         args = replica["engine_args"]
         if replica["deployment"] == "qwen3-5" and "--served-model-name" in args:
             args[args.index("--served-model-name") + 1] = ENGINE_RECIPE
+            replica["served_model_name"] = ENGINE_RECIPE
     plan.write_text(json.dumps(data))
     keys = issue_keys(repo)
     with running_gateway(repo, plan, root, [f"qwen3-5={tiny_engine.base_url}/v1"], []) as url:

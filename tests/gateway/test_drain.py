@@ -35,10 +35,10 @@ from tests.gateway.conftest import require_gateway
 from tests.live.plans import DEPLOYMENT, plan_of, planned_site
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy.resources.probes import CANARY_PORT, CANARY_SERVICE, ROTATION_MARGIN_S
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.process import free_port
 from llm_fabric.gateway.runtime.rotation import REFRESH_S
 from llm_fabric.plan.document import load_plan
+from llm_fabric.serving.probes import CANARY_PORT, CANARY_SERVICE, ROTATION_MARGIN_S
 
 pytestmark = [pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.process import free_port
 from llm_fabric.live.canary import CanaryRun
 from llm_fabric.live.prober import DRAIN_MARK_S, RotationEntry, serve
 

@@ -2,7 +2,8 @@
 each site's recording backend, relaying to each other with the federation's peer key.
 
 Each serves its own site's replicas first; with Brno's engines down, a public tenant's request at Brno is answered
-by Vienna (through Vienna's gateway) and metered once, at Brno, saying where it was served; a sensitive
+by Vienna (through Vienna's gateway, with Brno's signed assertion) and metered at Brno, saying where it was served,
+and at Vienna as a relay under the same request id (the ledger keeps one); a sensitive
 tenant's request (CZ only) gets the documented 503 and never leaves Brno; the meters of both sites, ingested with
 the real `fabric ledger ingest`, hold every request once.
 """
@@ -20,10 +21,9 @@ from typing import Any
 
 import pytest
 from tests.fixtures.gateway_site import Backend, issue_keys, make_gateway_plan, make_gateway_site
-from tests.gateway.conftest import Gateway, require_gateway, running_gateway
+from tests.gateway.conftest import Gateway, relaying_sites, require_gateway
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.server import free_port
 
 
 @dataclass
@@ -49,27 +49,13 @@ def two_sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoSites]:
     backends = {"brno": Backend("brno", True), "vienna": Backend("vienna", True)}
     for backend in backends.values():
         backend.start()
-    ports = {"brno": free_port(), "vienna": free_port()}
-    for site in ports:
-        (root / site).mkdir()
-
-    def peer(site: str) -> tuple[str, ...]:
-        return (f"{site}=http://127.0.0.1:{ports[site]}/v1",)
-
     brno_engines = [f"qwen3-5={backends['brno'].url}", f"qwen3-5-122b={backends['brno'].url}"]
+    engines = {"vienna": [f"qwen3-5={backends['vienna'].url}"], "brno": brno_engines}
     try:
-        with (
-            running_gateway(
-                repo, plan, root / "vienna", [f"qwen3-5={backends['vienna'].url}"], [], site="vienna",
-                peers=peer("brno"), port=ports["vienna"],
-            ) as vienna_url,
-            running_gateway(
-                repo, plan, root / "brno", brno_engines, [], site="brno", peers=peer("vienna"), port=ports["brno"]
-            ) as brno_url,
-        ):  # fmt: skip
+        with relaying_sites(repo, plan, root, engines) as urls:
             yield TwoSites(
-                Gateway(brno_url, keys, root / "brno" / "records", repo, plan, backends),
-                Gateway(vienna_url, keys, root / "vienna" / "records", repo, plan, backends),
+                Gateway(urls["brno"], keys, root / "brno" / "records", repo, plan, backends),
+                Gateway(urls["vienna"], keys, root / "vienna" / "records", repo, plan, backends),
                 backends,
                 {},
             )
@@ -132,8 +118,15 @@ def test_with_brnos_engines_down_public_traffic_fails_over_to_vienna_and_sensiti
         "muni-researchers",
     )
     assert record["data_class"] == "public" and record["prompt_tokens"] == relayed["usage"]["prompt_tokens"]
-    # the gateway that served the relay writes no record of it: the entry metered it
-    assert sorted(r["request_id"] for r in two_sites.vienna.rows()) == sorted(two_sites.sent["vienna"])
+    # the gateway that served the relay records it as a relay, under the entry's request id (one request)
+    (served,) = [r for r in two_sites.vienna.rows() if r.get("relay_from")]
+    assert (served["request_id"], served["relay_from"], served["tenant"]) == (
+        headers["x-litellm-call-id"],
+        "brno",
+        "muni-researchers",
+    )
+    own = [r["request_id"] for r in two_sites.vienna.rows() if not r.get("relay_from")]
+    assert sorted(own) == sorted(two_sites.sent["vienna"])
 
     # streamed, it fails over too: before the first token, so the client sees one whole answer
     status, headers, events = two_sites.chat("brno", "muni-researchers", "moved-stream", headers=public, stream=True)
@@ -176,5 +169,8 @@ def test_with_brnos_engines_down_public_traffic_fails_over_to_vienna_and_sensiti
     ingested = json.loads(out.getvalue())
     rows = two_sites.brno.rows() + two_sites.vienna.rows()
     sent = two_sites.sent["brno"] + two_sites.sent["vienna"]
-    assert (ingested["added"], ingested["duplicates"], ingested["bad"]) == (len(sent), 0, 0)
-    assert sorted(r["request_id"] for r in rows) == sorted(sent)
+    relays = [r for r in rows if r.get("relay_from")]
+    assert len(relays) == 3 and {r["request_id"] for r in relays} <= set(two_sites.sent["brno"])
+    # each relay's two records (the entry's, the server's) are one request: the ledger keeps one
+    assert (ingested["added"], ingested["duplicates"], ingested["bad"]) == (len(sent), len(relays), 0)
+    assert sorted({r["request_id"] for r in rows}) == sorted(sent)

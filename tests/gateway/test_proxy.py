@@ -317,6 +317,7 @@ def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway
     import copy
 
     from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.gateway.endpoints import LocalRun
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
     from llm_fabric.plan.document import load_plan
     from llm_fabric.site.loader import load_site
@@ -326,9 +327,7 @@ def test_the_site_filter_holds_even_when_a_group_lists_a_foreign_replica(gateway
         load_site(gateway.site_repo),
         load_plan(gateway.plan),
         site_id="brno",
-        endpoints={("qwen3-5", None): brno.url},
-        peers={"vienna": vienna.url},
-        local=True,
+        reach=LocalRun(engines={("qwen3-5", None): brno.url}, peers={"vienna": vienna.url}),
     )
     foreign = next(
         m
@@ -369,6 +368,7 @@ def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
     from tests.fixtures.gateway_site import edit_yaml
 
     from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.gateway.endpoints import LocalRun
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
     from llm_fabric.gateway.runtime.inference import FAIRNESS_HEADER, MODEL_HEADER, OBJECTIVE_HEADER
     from llm_fabric.plan.document import load_plan
@@ -382,9 +382,7 @@ def test_inference_extension_routing_sends_the_deployment_in_the_routes_header(
         load_site(repo),
         load_plan(gateway.plan),
         site_id="brno",
-        endpoints={("qwen3-5", None): brno.url},
-        peers={"vienna": vienna.url},
-        local=True,
+        reach=LocalRun(engines={("qwen3-5", None): brno.url}, peers={"vienna": vienna.url}),
     )
     write_gateway_files(files, tmp_path / "gw")
     monkeypatch.setenv(PEER_KEY_ENV, TEST_PEER_KEY)

@@ -13,8 +13,8 @@ from tests.fixtures.gateway_site import edit_yaml, issue_keys, make_gateway_plan
 from tests.fixtures.siterepo import SHARED
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.resources.gateway import build_gateway_bundles
+from llm_fabric.gateway.objects.gateway import build_gateway_bundles
+from llm_fabric.kube import labels as L
 from llm_fabric.plan.document import load_plan
 from llm_fabric.site.loader import load_site
 
@@ -183,8 +183,8 @@ def test_the_pulumi_stack_registers_the_pickers_it_renders(site_and_plan: tuple[
     from tests.deploy.test_pulumi_stacks import kubernetes, run_stack
 
     from llm_fabric.deploy.build import build_stack, load_inputs
-    from llm_fabric.deploy.manifests import all_objects
-    from llm_fabric.deploy.options import StackOptions
+    from llm_fabric.kube.manifests import all_objects
+    from llm_fabric.kube.options import StackOptions
 
     repo, plan = site_and_plan
     copy = _inference_site(repo, tmp_path)
@@ -318,7 +318,7 @@ def test_the_pulumi_stack_of_each_site_registers_its_own_gateway(site_and_plan: 
     from tests.deploy.test_pulumi_stacks import kubernetes, run_stack
 
     from llm_fabric.deploy.build import load_inputs
-    from llm_fabric.deploy.options import StackOptions
+    from llm_fabric.kube.options import StackOptions
 
     repo, plan = site_and_plan
     inputs = load_inputs(StackOptions(site_repo=repo, site="vienna"), site=load_site(repo), plan=load_plan(plan))

@@ -26,7 +26,7 @@ import pytest
 from tests.fixtures.gateway_site import make_gateway_plan, make_gateway_site
 from tests.gateway.conftest import START_TIMEOUT, require_gateway
 
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.process import free_port
 
 FABRIC = str(Path(sys.executable).parent / "fabric")
 GONE_WITHIN = 10.0  # seconds for a stopped or orphaned proxy to be gone

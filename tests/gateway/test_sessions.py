@@ -20,8 +20,8 @@ import pytest
 from tests.gateway.conftest import Gateway, gateway_with_backends
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.sessions import MIN_TOOL_CHARS, content_chars, plan_sessions
-from llm_fabric.engine.local.traffic import nearest_rank
+from llm_fabric.loadtest.burst import nearest_rank
+from llm_fabric.loadtest.sessions import MIN_TOOL_CHARS, content_chars, plan_sessions
 from llm_fabric.plan.document import load_plan
 
 TENANT = "muni-researchers"

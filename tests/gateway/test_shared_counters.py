@@ -90,8 +90,14 @@ def counted_site(root: Path, **gateway: Any) -> tuple[Path, Path, dict[str, str]
 
 @pytest.fixture(scope="module")
 def pods(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pods]:
+    with two_pods(tmp_path_factory.mktemp("shared-counters")) as started:
+        yield started
+
+
+@contextlib.contextmanager
+def two_pods(root: Path) -> Iterator[Pods]:
+    """Two pods of brno's gateway counting in one real redis-server, in front of one recording backend."""
     require_gateway()
-    root = tmp_path_factory.mktemp("shared-counters")
     with redis_server(root / "redis") as redis:
         # two pods of brno's gateway: the tenants' public data may enter at vienna's too, so brno is given
         # the whole budget (by default the two sites would hold half each)
@@ -165,9 +171,11 @@ def test_requests_in_flight_hold_across_both_pods(pods: Pods) -> None:
 
 
 def test_a_budget_spent_through_one_pod_is_refused_by_the_other(pods: Pods) -> None:
-    for gateway in (pods.a, pods.b, pods.a):  # 10 tokens each: 30 of 25 once the third is answered
+    # 10 tokens each: 30 of 25 once the third is answered; each waits for the one before to settle (until then
+    # it holds its reservation, the recipe's max_tokens, against the month)
+    for i, gateway in enumerate((pods.a, pods.b, pods.a)):
         assert gateway.chat("budgeted", "qwen3-5", hi("budgeted"))[0] == 200
-    settled("budgeted", 3, pods.a, pods.b)
+        settled("budgeted", i + 1, pods.a, pods.b)
     before = time.time()
     for gateway in (pods.b, pods.a):
         status, headers, body = gateway.chat("budgeted", "qwen3-5", hi("budgeted"))
@@ -195,9 +203,11 @@ def test_the_month_to_date_of_the_ingested_records_is_in_tenants_show(pods: Pods
 
 def test_a_price_budget_is_spent_at_the_reference_prices(pods: Pods) -> None:
     big = "tenant:priced " + "word " * 9998  # 9,999 words: 10,004 prompt tokens, 2 of them cached
-    statuses = [(pods.a if i % 2 else pods.b).chat("priced", "qwen3-5", big)[0] for i in range(4)]
+    statuses = []
+    for i in range(4):  # one at a time: each reserves more than the budget while it runs
+        statuses.append((pods.a if i % 2 else pods.b).chat("priced", "qwen3-5", big)[0])
+        settled("priced", i + 1, pods.a, pods.b)
     assert statuses == [200] * 4  # 4 x (10,002 x 0.26 + 2 x 0.052 + 3 x 1.56) / 10^6 = 0.0104 USD
-    settled("priced", 4, pods.a, pods.b)
     status, _, body = pods.b.chat("priced", "qwen3-5", big)
     assert status == 429 and body["error"]["type"] == "budget_exceeded"
     assert "tenant `priced` has spent its monthly budget (0.01 of its 0.01 USD in " in body["error"]["message"]
@@ -209,6 +219,7 @@ def test_next_month_restores_the_budget_and_an_expired_key_is_refused(pods: Pods
     if next_month - now < 15 * 60:
         pytest.skip("the month ends within 15 minutes: the key's ten minutes would straddle it")
     assert pods.a.chat("rolling", "qwen3-5", hi("rolling"))[0] == 200
+    settled("rolling", 1, pods.a, pods.b)
     assert pods.b.chat("rolling", "qwen3-5", hi("rolling"))[0] == 200  # 20 of 15
     settled("rolling", 2, pods.a, pods.b)
     assert pods.a.chat("rolling", "qwen3-5", hi("rolling"))[0] == 429

@@ -28,8 +28,9 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, free_port, start_engine
+from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
+from llm_fabric.engine.process import LocalEngine, free_port
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.engine import START_TIMEOUT
 from tests.fixtures.gateway_site import edit_yaml

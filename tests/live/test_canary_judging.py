@@ -6,6 +6,7 @@ from __future__ import annotations
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.live.canary import Answer, judge_deployment, script_of
 from llm_fabric.plan.document import ReplicaPlacement
+from tests.deploy.planfixture import CONTEXT, seed_fingerprint
 
 
 def test_the_script_is_that_of_most_letters() -> None:
@@ -18,7 +19,8 @@ def _replica(index: int) -> ReplicaPlacement:
     return ReplicaPlacement(
         deployment="qwen3-5", index=index, node=f"node-{index}", site="brno", owner="cerit-sc",
         gpu_indices=[0], gpu_model="b300", tensor_parallel_size=1, quantization="fp8",
-        engine_args=["Qwen/Qwen3.5"], data_classes=["public"],
+        engine_args=["Qwen/Qwen3.5"], data_classes=["public"], checkpoint="Qwen/Qwen3.5", revision=None,
+        served_model_name="qwen3-5", context_length=CONTEXT, config_fingerprint=seed_fingerprint("Qwen/Qwen3.5", "fp8"),
     )  # fmt: skip
 
 

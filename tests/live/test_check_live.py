@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
+from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
+from llm_fabric.engine.process import LocalEngine
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.engine import START_TIMEOUT
 from tests.live.plans import DEPLOYMENT, drift_sample, plan_of, planned_site, promtool_lint

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.cli.main import main
-from llm_fabric.engine.local.sglang_standin import SglangStandin, options_from_args
 from llm_fabric.engine.sglang.command import SGLANG_VERSION
 from llm_fabric.plan.document import load_plan
+from tests.fixtures.sglang_standin import SglangStandin, options_from_args
 from tests.live.plans import DEPLOYMENT, drift_sample, plan_of, planned_site, promtool_lint
 
 

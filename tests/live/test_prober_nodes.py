@@ -21,10 +21,10 @@ import pytest
 import yaml
 
 from llm_fabric.cli.main import main
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.observability import rule_groups
 from llm_fabric.distribution import data_path
-from llm_fabric.engine.local.server import free_port
+from llm_fabric.engine.process import free_port
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.observability.rules import rule_groups
 from llm_fabric.plan.document import load_plan
 from tests.fixtures.prometheus import PrometheusServer, scrape_job
 from tests.fixtures.static_http import static_http

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.init import init_site
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.nodes.provision import drain_node, node_checkpoints, provision_node, provision_vars
 from llm_fabric.site.loader import load_site
 from llm_fabric.site.weights_lock import LOCK_FILE, LockedCheckpoint, LockedFile, WeightsLock

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from llm_fabric.deploy.build import load_inputs
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.errors import PolicyRefusal
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import load_plan
 from llm_fabric.trust.sites import load_trusted_site
 from tests.deploy.test_pulumi_stacks import kubernetes, run_stack

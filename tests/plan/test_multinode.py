@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.serving import build_serving, worker_script
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import Plan
 from llm_fabric.plan.planning import plan_site
+from llm_fabric.serving.workloads import build_serving, worker_script
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import Deployment, HostInventory, NodeManifest, RdmaPort, Target
 from tests.deploy.crdschemas import validate_custom

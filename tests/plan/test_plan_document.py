@@ -114,6 +114,10 @@ def test_plan_with_base_carries_its_diff_and_is_still_a_plan(site_repo: Path, tm
         (lambda d: {k: v for k, v in d.items() if k != "apiVersion"}, "no `apiVersion`"),
         (lambda d: {**d, "kind": "Report"}, "kind `Report` is not `Plan`"),
         (lambda d: {**d, "replicas": [{**d["replicas"][0], "gpu_modle": "b200"}]}, "replicas.0.gpu_modle"),
+        (
+            lambda d: {**d, "replicas": [{k: v for k, v in r.items() if k != "checkpoint"} for r in d["replicas"]]},
+            "written by an older fabric: replica deepseek-v3-2/0 has no `checkpoint`",
+        ),
     ],
 )
 def test_foreign_documents_are_refused_with_the_reason(

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llm_fabric.engine.capacity.cold_start import cold_start_s
-from llm_fabric.plan.diff import seat
 from llm_fabric.plan.document import Plan, Rollout
 from llm_fabric.plan.planning import plan_site
-from llm_fabric.plan.rollout import plan_rollout
+from llm_fabric.plan.report import seat
+from llm_fabric.review.rollout import plan_rollout
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import (
     Cluster,
@@ -56,7 +56,7 @@ def _site(*deployments: Deployment, read_mb_s: float | None = None, spares: Poli
 def _review(base: SiteRepo, change: SiteRepo) -> tuple[Plan, Plan, Rollout]:
     base_plan = plan_site(base, time_limit_s=2)  # type: ignore[arg-type]
     plan = plan_site(change, base_plan, time_limit_s=2)  # type: ignore[arg-type]
-    return base_plan, plan, plan_rollout(change, base, base_plan, plan, "main")  # type: ignore[arg-type]
+    return base_plan, plan, plan_rollout(change, base_plan, plan, "main")  # type: ignore[arg-type]
 
 
 def _change(site: SiteRepo, name: str, **update: object) -> SiteRepo:

@@ -3,7 +3,7 @@ test_properties). No wave takes more than `max_unavailable` replicas of a deploy
 every serving replica down unless the rollout says it is an outage; no surge replica breaks a sovereignty
 rule, a tier or a dedicated allocation, or takes a GPU that a replica of either plan or another surge
 holds; every replica of the base plan is kept or restarted exactly once. The rules are restated here,
-independently of `llm_fabric.plan.rollout`.
+independently of `llm_fabric.review.rollout`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.plan.document import Plan, ReplicaPlacement, Rollout
 from llm_fabric.plan.planning import plan_site
-from llm_fabric.plan.rollout import plan_rollout
+from llm_fabric.review.rollout import plan_rollout
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import PolicySet, RolloutPolicy, SparePolicy
 from tests.plan.test_properties import SITES, _allowed, _node, federations
@@ -154,7 +154,7 @@ def test_random_changes_roll_out_within_the_rules(fed: SiteRepo, data: st.DataOb
     base = plan_site(fed, time_limit_s=2)  # type: ignore[arg-type]
     after = _changed(fed, data)
     plan = plan_site(after, base, time_limit_s=2)  # type: ignore[arg-type]
-    rollout = plan_rollout(after, fed, base, plan, "main")  # type: ignore[arg-type]
+    rollout = plan_rollout(after, base, plan, "main")  # type: ignore[arg-type]
     event("a surge" if any(d.surges for d in rollout.deployments) else "no surge")
     event("an outage" if any(d.outage_s for d in rollout.deployments) else "no outage")
     event("restarts" if rollout.deployments else "nothing restarts")

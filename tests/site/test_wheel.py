@@ -73,6 +73,27 @@ def test_installed_wheel_inits_from_another_directory(installed: Path, tmp_path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_wheel_carries_what_operators_run_and_no_test_tooling(wheel: Path) -> None:
+    """`fabric engine run --local`, `tiny-model` and `burst` ship; the SGLang stand-in and every other test fixture
+    stay in the checkout (tests/fixtures/)."""
+    names = zipfile.ZipFile(wheel).namelist()
+    for shipped in (
+        "llm_fabric/engine/process.py",
+        "llm_fabric/engine/local/server.py",
+        "llm_fabric/engine/local/tiny_model.py",
+        "llm_fabric/loadtest/burst.py",
+        "llm_fabric/loadtest/sessions.py",
+    ):
+        assert shipped in names, shipped
+    test_tooling = [n for n in names if "standin" in n or n.startswith("tests/") or "/fixtures/" in n]
+    assert test_tooling == [], f"test tooling in the wheel: {test_tooling}"
+    assert sorted(n for n in names if n.startswith("llm_fabric/engine/local/")) == [
+        "llm_fabric/engine/local/__init__.py",
+        "llm_fabric/engine/local/server.py",
+        "llm_fabric/engine/local/tiny_model.py",
+    ], "engine/local holds the local CPU engine and its tiny model only"
+
+
 def test_wheel_ships_the_sample_machines(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "llm_fabric/_data/enrollment/samples/h100x8/nvidia-smi-query-gpu.csv" in names

@@ -191,7 +191,7 @@ def test_pinned_vllm_replica_streams_its_weights_and_vllm_accepts_it(
     staged: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from llm_fabric.engine.argcheck import ArgCase, run_probe
-    from llm_fabric.engine.local.server import engine_python
+    from llm_fabric.engine.process import engine_python
 
     site, cache, plan = staged
     assert _lock(site, cache, plan, capsys)[0] == 0
@@ -220,7 +220,7 @@ def test_pinned_vllm_replica_streams_its_weights_and_vllm_accepts_it(
 def test_image_carries_the_streamer_vllm_asks_for() -> None:
     from importlib.metadata import PathDistribution
 
-    from llm_fabric.engine.local.server import engine_python
+    from llm_fabric.engine.process import engine_python
 
     dockerfile = (REPO_ROOT / "engine" / "images" / "Dockerfile").read_text()
     site_packages = next(engine_python().parent.parent.glob("lib/python*/site-packages"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm_fabric.plan.weights_diff import diff_locks
+from llm_fabric.review.weights_diff import diff_locks
 from llm_fabric.site.weights_lock import LockedCheckpoint, LockedFile, WeightsLock
 
 

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import (
+    json_option,
+    out_option,
+    plan_option,
+    prometheus_option,
+    site_option,
+    site_repo_option,
+)
 from llm_fabric.cli.output import console, print_json
 
 # The site loader, the plan and the recipes are imported inside the command: every `fabric`
@@ -21,14 +28,8 @@ from llm_fabric.cli.output import console, print_json
     required=True,
     help="The load tool whose config to write: inference-perf (kubernetes-sigs, the wg-serving tool).",
 )
-@click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="The plan document (`fabric plan -o FILE`) the site runs.",
-)
-@click.option("--site", "site_name", metavar="ID", help="The site whose deployments to load (default: the only one).")
+@plan_option("The plan document (`fabric plan -o FILE`) the site runs.", required=True)
+@site_option("The site whose deployments to load (default: the only one).")
 @click.option("--deployment", "deployments", multiple=True, metavar="NAME", help="Only these (repeatable).")
 @click.option(
     "--via",
@@ -46,15 +47,9 @@ from llm_fabric.cli.output import console, print_json
     help="shared_prefix: one system prompt of half the p50 shared by all requests; synthetic: whole prompts.",
 )
 @click.option("--stage-seconds", type=click.IntRange(10, 86_400), default=180, show_default=True)
-@click.option(
-    "--prometheus",
-    "prometheus_url",
-    required=True,
-    metavar="URL",
-    help="The Prometheus that scrapes the site's engines, as inference-perf will reach it.",
-)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder for the configs.")
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@prometheus_option("The Prometheus that scrapes the site's engines, as inference-perf will reach it.", required=True)
+@out_option("Folder for the configs.")
+@json_option("Print what was written as JSON.")
 def bench_command(
     site_repo: Path,
     emit: str,
@@ -80,49 +75,26 @@ def bench_command(
       fabric bench -C ./site --emit inference-perf --plan plan.json --site brno \\
         --prometheus http://prometheus-operated.monitoring.svc:9090 --out ./bench
     """
-    from llm_fabric.deploy.sites import resolve_site
-    from llm_fabric.loadtest.from_plan import load_tests, write_load_tests
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.site.loader import load_site
+    from llm_fabric.loadtest.command import BenchRequest, write_bench
 
-    # plain load_site: load-test configs from a plan `fabric plan` made through the trust gate; no node is read
-    site = load_site(site_repo)
-    site_id = resolve_site(site, site_name)
-    tests = load_tests(
-        site,
-        load_plan(plan_file),
-        site_id,
-        prometheus_url=prometheus_url,
+    request = BenchRequest(
+        site_repo=site_repo,
+        plan_file=plan_file,
+        site_name=site_name,
+        deployments=deployments,
         via=via,  # type: ignore[arg-type]
         api=api,  # type: ignore[arg-type]
         data=data,  # type: ignore[arg-type]
         stage_seconds=stage_seconds,
-        deployments=deployments,
+        prometheus_url=prometheus_url,
+        out=out,
     )
-    written = write_load_tests(tests, out)
+    written = write_bench(request)
     if as_json:
-        print_json(
-            [
-                {
-                    "deployment": t.deployment,
-                    "file": str(path),
-                    "requests_per_s": t.capacity_rps,
-                    "output_tokens_per_s": t.tokens_per_s,
-                    "source": t.tokens_source,
-                    "output_tokens": t.output_tokens,
-                }
-                for t, path in zip(tests, written, strict=True)
-            ]
-        )
+        print_json(written.as_json())
         return
-    for test, path in zip(tests, written, strict=True):
-        server = test.config.server
-        rates = ", ".join(f"{s.rate:g}" for s in test.config.load.stages)
-        console.print(
-            f"{path}: {server.type} `{server.model_name}` at {server.base_url}, "
-            f"{test.config.data.type}, stages {rates} req/s ({test.capacity_rps:g} planned)",
-            markup=False,
-        )
+    for line in written.lines():
+        console.print(line, markup=False)
 
 
 commands = [bench_command]

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llm_fabric.cli.check_commands import endpoint_pairs, endpoints_option, plan_option
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.check_commands import endpoint_pairs, endpoints_option, live_plan_option
+from llm_fabric.cli.options import json_option, prometheus_option, site_repo_option
 from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
 
@@ -29,7 +29,7 @@ def _address(value: str) -> tuple[str, int]:
 
 @click.command("canary")
 @site_repo_option()
-@plan_option
+@live_plan_option
 @endpoints_option
 @click.option("--prompt", "prompts", multiple=True, metavar="NAME", help="Only this canary prompt (repeatable).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True, help="Seconds per prompt.")
@@ -45,14 +45,14 @@ def _address(value: str) -> tuple[str, int]:
 @click.option(
     "--every", type=click.FloatRange(min=1), default=60.0, show_default=True, help="With --serve: seconds between runs."
 )
-@click.option("--prometheus", metavar="URL", help="With --serve: read node-fatal Xid alerts and cordoned nodes here.")
+@prometheus_option("With --serve: read node-fatal Xid alerts and cordoned nodes here.")
 @click.option(
     "--references",
     "references_dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Read the recorded references from this folder, not the site repo's canary/ (the rendered prober).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@json_option("Print the verdicts as JSON.")
 def canary_command(
     site_repo: Path,
     plan_file: Path,
@@ -64,7 +64,7 @@ def canary_command(
     branch: str | None,
     serve_at: str | None,
     every: float,
-    prometheus: str | None,
+    prometheus_url: str | None,
     references_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -111,7 +111,7 @@ def canary_command(
         return core.run_canary(plan, urls, refs, timeout=timeout, only=only)
 
     if serve_at is not None:
-        _serve(root, plan, once, _address(serve_at), every, prometheus, metrics_file)
+        _serve(root, plan, once, _address(serve_at), every, prometheus_url, metrics_file)
         return
     run = once()
     if metrics_file is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import json_option, plan_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
 
@@ -37,13 +37,7 @@ def endpoint_pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 # what `check live` and `canary` share: the plan and each replica's own engine
-plan_option = click.option(
-    "--plan",
-    "plan_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan from `fabric plan -o`: what each replica should run.",
-)
+live_plan_option = plan_option("Plan from `fabric plan -o`: what each replica should run.", required=True)
 endpoints_option = click.option(
     "--endpoint",
     "endpoints",
@@ -55,7 +49,7 @@ endpoints_option = click.option(
 
 @check_group.command("live")
 @site_repo_option()
-@plan_option
+@live_plan_option
 @endpoints_option
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Seconds per request.")
 @click.option(
@@ -64,7 +58,7 @@ endpoints_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the findings as Prometheus text (fabric_replica_config_drift) to this file.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@json_option("Print the findings as JSON.")
 def live_command(
     site_repo: Path,
     plan_file: Path,

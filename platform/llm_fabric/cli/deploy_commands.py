@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from llm_fabric import wording
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import json_option, out_option, plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import FabricError, UsageError
 
@@ -23,10 +23,10 @@ STACKS = ("allocations", "serving", "observability")
 
 @click.command("render")
 @site_repo_option(positional=True)
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write.")
-@click.option("--site", "site", metavar="ID", help="Site whose cluster to render (default: the only site).")
+@out_option("Folder to write.")
+@site_option("Site whose cluster to render (default: the only site).")
 @click.option("--all-sites", is_flag=True, help="Render every site of fabric.yaml, each into OUT/SITE/, from one plan.")
-@click.option("--plan", "plan_file", type=click.Path(dir_okay=False, path_type=Path), help="Plan JSON to deploy.")
+@plan_option("Plan JSON to deploy.", must_exist=False)
 @click.option("--stack", "stacks", multiple=True, type=click.Choice(STACKS), help="Only these stacks (repeatable).")
 @click.option("--operator-repo", metavar="GIT_URL", help="Also write Pulumi Operator Stack resources for this remote.")
 @click.option("--operator-branch", default="main", show_default=True, help="Branch the operator deploys.")
@@ -49,11 +49,11 @@ STACKS = ("allocations", "serving", "observability")
     metavar="DIR",
     help="Folder of CustomResourceDefinition YAML files (Kueue, Prometheus Operator, ...) for --check.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@json_option("Print what was written as JSON.")
 def render_command(
     site_repo: Path,
     out: Path,
-    site: str | None,
+    site_name: str | None,
     all_sites: bool,
     plan_file: Path | None,
     stacks: tuple[str, ...],
@@ -79,15 +79,15 @@ def render_command(
       fabric render -C ./site --out ./site/deploy --operator-repo https://git.example/fed/site.git
       fabric render -C ./site --out ./site/deploy --all-sites --flux-repo ssh://git@git.example/fed/site.git
     """
-    from llm_fabric.deploy.options import StackOptions
     from llm_fabric.deploy.site_renders import GitOpsTargets, render_sites
+    from llm_fabric.kube.options import StackOptions
 
     if crds_dir is not None and not check:
         raise UsageError("--crds is used by --check", hint="add --check")
-    if all_sites and site is not None:
+    if all_sites and site_name is not None:
         raise UsageError("--site and --all-sites exclude each other", hint="pass one of them")
     rendered = render_sites(
-        StackOptions(site_repo=site_repo, site=site, plan_file=plan_file),
+        StackOptions(site_repo=site_repo, site=site_name, plan_file=plan_file),
         out,
         all_sites=all_sites,
         stacks=stacks,
@@ -138,15 +138,11 @@ def _print_check(report: CheckReport) -> None:
     help="files: manage only files and the node's labels/taints; install nothing.",
 )
 @click.option("--check", is_flag=True, help="Dry run (ansible --check --diff).")
-@click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Check only the weights.lock checkpoints the plan's replicas on NODE load (default: every one).",
+@plan_option(
+    "Check only the weights.lock checkpoints the plan's replicas on NODE load (default: every one).", must_exist=False
 )
 @click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Override a role variable.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option()
 def provision_command(
     node: str,
     site_repo: Path,
@@ -172,7 +168,7 @@ def provision_command(
       fabric provision hgx-h200-ceitec --site-repo ./site --plan plan.json   # its replicas' weights only
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
-    from llm_fabric.deploy.options import StackOptions
+    from llm_fabric.kube.options import StackOptions
     from llm_fabric.nodes.provision import find_node, provision_node
     from llm_fabric.plan.document import load_plan
     from llm_fabric.playbook_runner import Target

@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from llm_fabric import wording
+from llm_fabric.cli.options import json_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def _print_estimate(est: CapacityEstimate) -> None:
     help="sglang: SGLang's memory semantics (--mem-fraction-static, DP attention).",
 )
 @click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (a list with --site).")
+@json_option("Print one JSON object (a list with --site).")
 def capacity_command(
     model: str | None,
     gpu_id: str | None,
@@ -317,7 +318,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
 )
 @click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @click.option("--ep", type=int, default=1, show_default=True, help="SGLang: expert-parallel size.")
-@click.option("--json", "as_json", is_flag=True, help="Print {args, env, request_defaults, argv}.")
+@json_option("Print {args, env, request_defaults, argv}.")
 def engine_args_command(
     model: str,
     gpu_id: str,
@@ -351,7 +352,7 @@ def engine_args_command(
     from llm_fabric.engine.backends import backend
     from llm_fabric.engine.capacity.model import estimate
     from llm_fabric.engine.command import ServingArgs
-    from llm_fabric.engine.recipes import get_recipe
+    from llm_fabric.engine.recipes import context_limit, get_recipe
     from llm_fabric.hardware.catalog import load_gpu_catalog
 
     recipe = get_recipe(model)
@@ -364,7 +365,7 @@ def engine_args_command(
         parallelism=parallelism,  # type: ignore[arg-type]
         quantization=quantization,
         kv_cache_dtype=kv_dtype,
-        context_tokens=max_model_len or recipe.architecture.max_context,
+        context_tokens=context_limit(recipe, max_model_len),
         gpu_memory_utilization=gpu_memory_utilization,
     ).layout
     engine = engine or recipe.engine
@@ -413,7 +414,7 @@ def _pairs(argv: list[str], head: int = 3) -> list[str]:
 
 
 @click.command("models")
-@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+@json_option("Rows as JSON.")
 def models_command(as_json: bool) -> None:
     """The model recipes a site may deploy: the ids a deployment's `recipe:` takes.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
-from llm_fabric.cli.options import key_option, site_repo_option
+from llm_fabric.cli.options import json_option, key_option, out_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY, UsageError
 
@@ -122,7 +122,7 @@ def print_verdict(result: EnrollResult) -> None:
 @click.argument("host", metavar="HOST|NAME")
 @site_repo
 @click.option("--owner", required=True, metavar="GROUP", help="Contributing tenant that owns the machine.")
-@click.option("--site", "site", required=True, metavar="SITE", help="Site (in fabric.yaml) where the machine runs.")
+@site_option("Site (in fabric.yaml) where the machine runs.", required=True)
 @click.option(
     "--name",
     metavar="NODE",
@@ -142,7 +142,7 @@ def print_verdict(result: EnrollResult) -> None:
     metavar="BRANCH",
     help="Commit the manifest onto BRANCH (created from HEAD) for review, leaving the checkout as it is.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@json_option("Print the verdict as JSON.")
 def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
     """Gather HOST's facts with Ansible, decide admission, and register a signed node manifest.
 
@@ -160,7 +160,7 @@ def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
     from llm_fabric.enrollment.enroll import EnrollRequest, enroll
 
     as_json = opts.pop("as_json")
-    request = EnrollRequest(host=host, site_root=site_repo, **opts)
+    request = EnrollRequest(host=host, site_root=site_repo, site=opts.pop("site_name"), **opts)
     _warn_off_main(request)
     with _Progress(host) as progress:
         result = enroll(request, progress=None if opts["facts_file"] else progress)
@@ -210,7 +210,7 @@ def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
 
 @click.command("facts")
 @click.argument("host", required=False)
-@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Bundle file.")
+@out_option("Bundle file.", folder=False, short=True)
 @click.option(
     "--sample",
     metavar="NAME",

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import click
 
 from llm_fabric import wording
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import json_option, out_option, plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import UsageError
 
 if TYPE_CHECKING:
-    from llm_fabric.engine.local.server import LocalEngine
+    from llm_fabric.engine.process import LocalEngine
 
 # the planner, the site loader and the gateway are imported inside the commands: `fabric --help` imports this
 # module, and each command should pay only for its own.
@@ -59,14 +59,6 @@ def _replica_endpoints(values: tuple[str, ...]) -> dict[tuple[str, int], str]:
     return out
 
 
-_plan_option = click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan from `fabric plan -o` (default: plan the site repo now).",
-)
-
-
 @click.group("gateway")
 def gateway_group() -> None:
     """The tenant gateway: LiteLLM's proxy generated from the site repo and the plan.
@@ -81,21 +73,10 @@ def gateway_group() -> None:
 
 @gateway_group.command("config")
 @site_repo_option()
-@_plan_option
-@click.option(
-    "--site",
-    "site_name",
-    metavar="NAME",
-    help="Site whose gateway to build (every site runs its own; default: the only one).",
-)
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder for litellm-config.yaml and fabric-gateway.json.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the files written and the notes as JSON.")
+@plan_option()
+@site_option("Site whose gateway to build (every site runs its own; default: the only one).")
+@out_option("Folder for litellm-config.yaml and fabric-gateway.json.")
+@json_option("Print the files written and the notes as JSON.")
 def config_command(site_repo: Path, plan_file: Path | None, site_name: str | None, out: Path, as_json: bool) -> None:
     """Write LiteLLM's config and the hooks' settings for the gateway.
 
@@ -127,10 +108,8 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
 
 @gateway_group.command("run")
 @site_repo_option()
-@_plan_option
-@click.option(
-    "--site", "site_name", metavar="NAME", help="Site whose gateway this stands in for (default: the only one)."
-)
+@plan_option()
+@site_option("Site whose gateway this stands in for (default: the only one).")
 @click.option("--port", type=click.IntRange(1, 65535), help="Port on 127.0.0.1 (default: a free one).")
 @click.option(
     "--endpoint",
@@ -201,20 +180,18 @@ def run_command(
         --records ./records --port 4000
     """
     from llm_fabric.gateway.config import gateway_for
+    from llm_fabric.gateway.endpoints import LocalRun
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
 
     if not endpoints and not replicas:
         raise UsageError("no engine to route to: pass --endpoint DEPLOYMENT=URL or --replica DEPLOYMENT/INDEX=URL")
-    files = gateway_for(
-        site_repo,
-        plan_file,
-        site_name,
-        endpoints=_endpoints(endpoints),
+    reach = LocalRun(
+        engines=_endpoints(endpoints),
         peers=dict(_parse_pairs(peers, "--peer")),
         externals=dict(_parse_pairs(externals, "--external")),
-        local=True,
-        replica_endpoints=_replica_endpoints(replicas),
+        replicas=_replica_endpoints(replicas),
     )
+    files = gateway_for(site_repo, plan_file, site_name, reach)
     folder = (run_dir or Path(tempfile.mkdtemp(prefix="fabric-gateway-"))).resolve()
     try:
         write_gateway_files(files, folder)

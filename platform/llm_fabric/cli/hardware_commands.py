@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from llm_fabric.cli.options import json_option
 from llm_fabric.cli.output import console, print_json
 
 _TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold red"}
@@ -19,7 +20,7 @@ _TIER_STYLE = {"full": "bold green", "limited": "bold yellow", "rejected": "bold
     type=click.Path(dir_okay=False, path_type=Path),
     help="Rewrite the generated GPU table of this Markdown file (between its gpu-table markers).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+@json_option("Rows as JSON.")
 def gpus(markdown: bool, update_doc: Path | None, as_json: bool) -> None:
     """The GPUs the catalog knows and the tier `fabric enroll` gives a usual machine of each.
 

@@ -8,14 +8,24 @@ import threading
 from decimal import Decimal
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from llm_fabric import wording
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import (
+    json_option,
+    out_option,
+    plan_option,
+    prometheus_option,
+    site_repo_option,
+    store_option,
+)
 from llm_fabric.cli.output import FabricConsole, console, print_json
 from llm_fabric.errors import PolicyRefusal, UsageError
+
+if TYPE_CHECKING:
+    from llm_fabric.ledger.report.produce import Produced
 
 # The ledger (DuckDB, jinja2), site loading and signing are imported inside the commands that use them:
 # `fabric --help` and every ledger command import this module, and only `fabric report`/`exporter` need them.
@@ -27,7 +37,7 @@ _records = click.Path(exists=True, path_type=Path)  # a folder: its record files
 
 _common = [
     site_repo_option(),
-    click.option("--prometheus", metavar="URL", help="Prometheus holding the engines' vLLM metrics."),
+    prometheus_option("Prometheus holding the engines' vLLM metrics."),
     click.option(
         "--requests",
         "requests",
@@ -36,11 +46,7 @@ _common = [
         help="Request records (.jsonl/.parquet/.csv, or a folder of them), read into a temporary store instead "
         "of the ledger store; repeatable.",
     ),
-    click.option(
-        "--store",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="The ledger store (default: ledger.yaml's `store:`, else <site repo>.ledger.duckdb beside the repo).",
-    ),
+    store_option,
     click.option(
         "--requests-format",
         type=click.Choice(["auto", "fabric", "litellm"]),
@@ -48,7 +54,7 @@ _common = [
         show_default=True,
         help="Record schema: the fabric's, or a LiteLLM spend-log export.",
     ),
-    click.option("--plan", "plan", type=_files, help="Plan document (`fabric plan -o FILE`): replica -> node owner."),
+    plan_option("Plan document (`fabric plan -o FILE`): replica -> node owner."),
 ]
 
 
@@ -61,7 +67,7 @@ def _with_common(func: Any) -> Any:
 @click.group("report", invoke_without_command=True)
 @_with_common
 @click.option("--month", metavar="YYYY-MM", help="The month to report (UTC).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Folder for the report files.")
+@out_option("Folder for the report files.", required=False)
 @click.option(
     "--sign-key",
     type=_files,
@@ -72,16 +78,16 @@ def _with_common(func: Any) -> Any:
     metavar="GROUP",
     help="Only GROUP's statement: its nodes and what concerns them (a contributor's own report), signed alike.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print every figure as JSON.")
+@json_option("Print every figure as JSON.")
 @click.pass_context
 def report_command(
     ctx: click.Context,
     site_repo: Path,
-    prometheus: str | None,
+    prometheus_url: str | None,
     requests: tuple[Path, ...],
     store: Path | None,
     requests_format: str,
-    plan: Path | None,
+    plan_file: Path | None,
     month: str | None,
     out: Path | None,
     sign_key: Path | None,
@@ -111,44 +117,36 @@ def report_command(
     if missing:
         raise UsageError(f"missing {', '.join(missing)}", hint="see `fabric report --help`")
     assert month is not None and out is not None
-    from llm_fabric.ledger.report.build import build_report, report_inputs
-    from llm_fabric.ledger.report.publish import write_report
-    from llm_fabric.ledger.store.database import site_store
-    from llm_fabric.trust.report_keys import signing_key
-    from llm_fabric.trust.signatures import key_id
-    from llm_fabric.trust.sites import load_trusted_site
+    from llm_fabric.ledger.report.produce import ReportRequest, produce_report
 
-    # trusted: the signed report credits each owner with the GPUs its node manifests contribute
-    site = load_trusted_site(site_repo)
-    if owner is not None:
-        from llm_fabric.ledger.report.owner_view import check_owner
-
-        check_owner(site, owner)  # before the month is read: a typo costs nothing
-    inputs = report_inputs(
-        month=month,
-        records=requests,
-        records_format=requests_format,
-        prometheus_url=prometheus,
-        plan=plan,
-        store=None if requests else site_store(site_repo, store),
+    request = ReportRequest(
+        site_repo, month, out, requests, requests_format, prometheus_url, plan_file, store, sign_key, owner
     )
-    key, key_source = signing_key(site_repo, sign_key)
     with err.status("building the report", spinner="dots") as status:
-        report = build_report(site, inputs, progress=lambda msg: status.update(f"report {month}: {msg}"))
-        status.update("writing files")
-        if owner is not None:
-            _owner_report(site, owner, report, plan, out, key, key_source, as_json)
-            return
-        files = write_report(out, report, key)
+        produced = produce_report(request, progress=status.update)
+    if produced.view is not None:
+        _print_statement(produced, out, as_json)
+    else:
+        _print_report(produced, month, out, as_json)
+
+
+def _print_signer(produced: Produced) -> None:
+    from llm_fabric.trust.signatures import key_id
+
+    if produced.key is not None:
+        console.print(f"manifest signed by key {key_id(produced.key.public_key())} ({produced.key_source})")
+    else:
+        console.print(f"[yellow]manifest not signed[/]: {produced.key_source}", markup=True)
+
+
+def _print_report(produced: Produced, month: str, out: Path, as_json: bool) -> None:
+    report = produced.report
     if as_json:
         print_json(report.as_json())
         return
     books = report.books
-    console.print(f"report for {month} in [bold]{out}[/]: {', '.join(files)}")
-    if key is not None:
-        console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
-    else:
-        console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
+    console.print(f"report for {month} in [bold]{out}[/]: {', '.join(produced.files)}")
+    _print_signer(produced)
     console.print(
         f"price ledger {books.price_ledger:,.2f} {books.currency}, operations {books.operations_ledger:,.2f}, "
         f"recovery {'n/a' if books.recovery is None else f'{books.recovery * 100:.1f} %'}, "
@@ -161,32 +159,14 @@ def report_command(
             console.print(f"[red]drift:[/] {row.model} records vs engine {row.drift_pct} %", markup=True)
 
 
-def _owner_report(
-    site: Any,
-    owner: str,
-    report: Any,
-    plan: Path | None,
-    out: Path,
-    key: Any,
-    key_source: str,
-    as_json: bool,
-) -> None:
-    from llm_fabric.ledger.report.owner_view import owner_view
-    from llm_fabric.ledger.report.publish import write_owner_report
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.trust.signatures import key_id
-
-    shortfalls = load_plan(plan).shortfalls if plan is not None else []
-    view = owner_view(report, site, owner, shortfalls)
-    files = write_owner_report(out, view, key)
+def _print_statement(produced: Produced, out: Path, as_json: bool) -> None:
+    view = produced.view
+    assert view is not None
     if as_json:
         print_json(view.as_json())
         return
-    console.print(f"statement of {owner} for {view.month} in [bold]{out}[/]: {', '.join(files)}")
-    if key is not None:
-        console.print(f"manifest signed by key {key_id(key.public_key())} ({key_source})")
-    else:
-        console.print(f"[yellow]manifest not signed[/]: {key_source}", markup=True)
+    console.print(f"statement of {view.owner} for {view.month} in [bold]{out}[/]: {', '.join(produced.files)}")
+    _print_signer(produced)
     for row in view.statement:
         hours = (
             f"{row.service_hours:,.2f} h in service, {row.down_hours:,.2f} h down"
@@ -215,7 +195,7 @@ def _owner_report(
 )
 @click.option("--public-key", type=_files, help="Trust this Ed25519 public key (PEM): the report must be signed by it.")
 @click.option("--require-signature", is_flag=True, help="Refuse an unsigned manifest.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option()
 def verify_command(
     out: Path, site_repo: Path | None, public_key: Path | None, require_signature: bool, as_json: bool
 ) -> None:
@@ -278,11 +258,11 @@ def verify_command(
 @click.option("--once", is_flag=True, help="Print the metrics once (text format) and exit.")
 def exporter_command(
     site_repo: Path,
-    prometheus: str | None,
+    prometheus_url: str | None,
     requests: tuple[Path, ...],
     store: Path | None,
     requests_format: str,
-    plan: Path | None,
+    plan_file: Path | None,
     port: int,
     address: str,
     refresh: float,
@@ -307,8 +287,8 @@ def exporter_command(
         site_repo,
         records=requests,
         records_format=requests_format,
-        prometheus_url=prometheus,
-        plan=plan,
+        prometheus_url=prometheus_url,
+        plan=plan_file,
         store=store,
     )
     registry = build_registry(site, inputs, refresh)
@@ -344,16 +324,9 @@ def ledger_group() -> None:
     """
 
 
-_store_option = click.option(
-    "--store",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The ledger store (default: ledger.yaml's `store:`, else <site repo>.ledger.duckdb beside the repo).",
-)
-
-
 @ledger_group.command("ingest")
 @site_repo_option()
-@_store_option
+@store_option
 @click.argument("files", nargs=-1, required=True, type=_records)
 @click.option(
     "--format",
@@ -370,7 +343,7 @@ _store_option = click.option(
     help="Ingest nothing if more than this percentage of the records is bad (default: ledger.yaml's "
     "max_bad_pct, else 1).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@json_option()
 def ingest_command(
     site_repo: Path,
     store: Path | None,
@@ -426,8 +399,8 @@ def ingest_command(
 
 @ledger_group.command("status")
 @site_repo_option()
-@_store_option
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@store_option
+@json_option()
 def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     """What the ledger store holds: records, days, records per month, the last ingest.
 
@@ -462,7 +435,7 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
 
 @ledger_group.command("check")
 @site_repo_option()
-@_store_option
+@store_option
 @click.option("--month", metavar="YYYY-MM", required=True, help="The month to check (UTC).")
 def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     """Recompute a month from the raw records and compare it with its rollups: exit 0 if equal, 1 if not.
@@ -489,14 +462,7 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
 @click.option(
     "--seed", type=click.IntRange(0, 1_000_000), default=0, show_default=True, help="Another seed, other records."
 )
-@click.option(
-    "-o",
-    "--out",
-    "out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="Records file (.jsonl, .parquet).",
-)
+@out_option("Records file (.jsonl, .parquet).", folder=False, short=True)
 def sample_command(site_repo: Path, month: str, count: int, seed: int, out: Path) -> None:
     """Write a month of sample request records, as the gateway's meter writes them, for `fabric ledger ingest`.
 

@@ -14,10 +14,11 @@ import click
 from llm_fabric import wording
 from llm_fabric.cli.engine_commands import ENGINE_NAMES
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.engine.local.server import LocalEngine, cpu_stand_in_args, cpu_stand_in_env, start_engine
+from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
 from llm_fabric.engine.local.tiny_model import build_tiny_model
-from llm_fabric.engine.local.traffic import plan_burst, send_burst, totals_of, write_records
+from llm_fabric.engine.process import LocalEngine
 from llm_fabric.errors import PolicyRefusal, UsageError
+from llm_fabric.loadtest.burst import plan_burst, send_burst, totals_of, write_records
 
 # Recipes, the GPU catalog and the vLLM checks are imported inside the commands that use them: `fabric --help`
 # and every `fabric engine` command import this module, and each should pay only for its own.
@@ -206,7 +207,7 @@ def burst_command(
       fabric engine burst --url http://127.0.0.1:4000 --plan plan.json --deployment qwen3-5 \\
         --sessions 4 --turns 5 --tenant muni-researchers --api-key $KEY --records sessions.jsonl
     """
-    from llm_fabric.engine.local.sessions import Target, plan_sessions, send_sessions
+    from llm_fabric.loadtest.sessions import Target, plan_sessions, send_sessions
 
     name = deployment or served_model
     if name is None:

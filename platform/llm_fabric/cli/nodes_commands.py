@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 import click
 from rich.table import Table
 
-from llm_fabric.cli.options import key_option, site_repo_option
+from llm_fabric.cli.options import json_option, key_option, prometheus_option, site_repo_option
 from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
 
@@ -34,7 +34,7 @@ def nodes_group() -> None:
 
 @nodes_group.command("list")
 @site_repo
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def nodes_list_command(site_repo: Path, as_json: bool) -> None:
     """List the nodes with tier, GPUs, owner and signature state.
 
@@ -242,12 +242,7 @@ def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) ->
 @nodes_group.command("remediate")
 @site_repo
 @key_option
-@click.option(
-    "--prometheus",
-    "prometheus",
-    metavar="URL",
-    help="Read the firing FabricGpuXid* alerts from this Prometheus (its HTTP API, /api/v1/alerts).",
-)
+@prometheus_option("Read the firing FabricGpuXid* alerts from this Prometheus (its HTTP API, /api/v1/alerts).")
 @click.option(
     "--node", "node", metavar="NODE", help="Name the faulty node yourself (with --xid), instead of --prometheus."
 )
@@ -261,7 +256,7 @@ def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) ->
 def nodes_remediate_command(
     site_repo: Path,
     key_path: Path | None,
-    prometheus: str | None,
+    prometheus_url: str | None,
     node: str | None,
     xid: int | None,
     watch: float | None,
@@ -287,16 +282,16 @@ def nodes_remediate_command(
 
     if (node is None) != (xid is None):
         raise UsageError("--node and --xid go together", hint="e.g. --node dgx-b200-01 --xid 79")
-    if (node is None) == (prometheus is None):
+    if (node is None) == (prometheus_url is None):
         raise UsageError(
             "say where the faults come from: --prometheus URL, or --node NODE --xid N",
             hint="e.g. fabric nodes remediate -C ./site --node dgx-b200-01 --xid 79",
         )
-    if watch is not None and prometheus is None:
+    if watch is not None and prometheus_url is None:
         raise UsageError("--watch polls Prometheus", hint="give --prometheus URL with --watch")
     private = load_private_key(key_path or default_private_key_path(site_repo))
     if watch is None:
-        invalid = _remediate_once(site_repo, private, prometheus, node, xid)
+        invalid = _remediate_once(site_repo, private, prometheus_url, node, xid)
         if invalid:
             raise PolicyRefusal(
                 f"{len(invalid)} review branch(es) do not pass `fabric validate --base`: {', '.join(invalid)}",
@@ -304,11 +299,11 @@ def nodes_remediate_command(
                 "onto that branch before it is merged",
             )
         return
-    console.print(f"watching {prometheus} every {watch:g} s (Ctrl-C stops)", markup=False)
+    console.print(f"watching {prometheus_url} every {watch:g} s (Ctrl-C stops)", markup=False)
     seen: set[tuple[str, int]] = set()
     while True:
         try:
-            _remediate_once(site_repo, private, prometheus, None, None, seen=seen)
+            _remediate_once(site_repo, private, prometheus_url, None, None, seen=seen)
         except UsageError as exc:  # a Prometheus that is down for a while must not end the watch
             err_console.print(f"warning: {exc.message}; trying again in {watch:g} s", markup=False)
         time.sleep(watch)
@@ -357,8 +352,8 @@ def _remediate_once(
 def _print_review(site_repo: Path, remedy: Remedy) -> bool:
     """Print the branch's `fabric plan --base` review in Markdown and its `validate --base` verdict; True if valid."""
     from llm_fabric.nodes.remediate import base_branch, branch_checkout
-    from llm_fabric.plan.report import markdown
-    from llm_fabric.plan.review import plan_repo
+    from llm_fabric.review.base import plan_repo
+    from llm_fabric.review.report import markdown
     from llm_fabric.validate import validate_site
 
     assert remedy.branch is not None

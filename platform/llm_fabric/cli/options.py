@@ -109,3 +109,52 @@ key_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Enrollment private key (default: $FABRIC_ENROLLMENT_KEY, else SITE_REPO.enrollment.key beside the repo).",
 )
+
+
+# The options below are spelled once: the flag, the parameter it fills, its type and metavar. Their help says
+# what the option means to each command, so a command passes its own where the default does not fit.
+
+
+def json_option(help: str = "Print the result as JSON.") -> Callable[[F], F]:
+    """`--json` -> `as_json: bool`."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+def plan_option(
+    help: str = "Plan from `fabric plan -o` (default: plan the site repo now).",
+    *,
+    required: bool = False,
+    must_exist: bool = True,
+) -> Callable[[F], F]:
+    """`--plan FILE` -> `plan_file: Path | None` (a plan document, `fabric plan -o FILE`)."""
+    return click.option(
+        "--plan",
+        "plan_file",
+        type=click.Path(exists=must_exist, dir_okay=False, path_type=Path),
+        required=required,
+        help=help,
+    )
+
+
+def site_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """`--site SITE` -> `site_name: str | None` (a site of fabric.yaml)."""
+    return click.option("--site", "site_name", metavar="SITE", required=required, help=help)
+
+
+def out_option(help: str, *, required: bool = True, folder: bool = True, short: bool = False) -> Callable[[F], F]:
+    """`--out` (with `short`, also `-o`) -> `out: Path`: a folder to write, or with `folder=False` a file."""
+    flags = ("-o", "--out") if short else ("--out",)
+    kind = click.Path(file_okay=False, path_type=Path) if folder else click.Path(dir_okay=False, path_type=Path)
+    return click.option(*flags, "out", type=kind, required=required, help=help)
+
+
+def prometheus_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """`--prometheus URL` -> `prometheus_url: str | None` (a Prometheus HTTP API's base URL)."""
+    return click.option("--prometheus", "prometheus_url", metavar="URL", required=required, help=help)
+
+
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The ledger store (default: ledger.yaml's `store:`, else <site repo>.ledger.duckdb beside the repo).",
+)

@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from llm_fabric import wording
-from llm_fabric.cli.options import keyring_option, site_repo_option
+from llm_fabric.cli.options import json_option, keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
 from llm_fabric.errors import PolicyRefusal
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is
 @site_repo_option(positional=True)
 @click.option("--base", "base_rev", metavar="REV", help="Compare with the site repo at this git revision.")
 @keyring_option
-@click.option("--json", "as_json", is_flag=True, help="Print the plan document (with its diff) as JSON.")
+@json_option("Print the plan document (with its diff) as JSON.")
 @click.option(
     "-o",
     "--output",
@@ -70,8 +70,8 @@ def plan_command(
       fabric plan --base HEAD~1 --json          # inside the site repo
     """
     from llm_fabric.plan.document import plan_json, write_plan
-    from llm_fabric.plan.report import markdown
-    from llm_fabric.plan.review import plan_repo
+    from llm_fabric.review.base import plan_repo
+    from llm_fabric.review.report import markdown
 
     reviewed = plan_repo(
         site_repo,
@@ -110,7 +110,8 @@ def plan_command(
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:
-    from llm_fabric.plan.report import sections, verdict
+    from llm_fabric.plan.report import verdict
+    from llm_fabric.review.report import sections
 
     for sec in sections(plan, diff):
         if sec.rows:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from llm_fabric import wording
-from llm_fabric.cli.options import keyring_option, site_repo_option
+from llm_fabric.cli.options import json_option, keyring_option, out_option, site_repo_option
 from llm_fabric.cli.output import console, print_json, print_problems
 
 # The site modules (pydantic models, schemas, policies) are imported inside the commands: `fabric --help`
@@ -57,7 +57,7 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
 
 @click.command("validate")
 @site_repo_option(positional=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@json_option("Print the report as JSON.")
 @click.option(
     "--base",
     "base_rev",
@@ -98,9 +98,7 @@ def validate_command(site_repo: Path, as_json: bool, base_rev: str | None, keyri
 
 
 @click.command("schema")
-@click.option(
-    "-o", "--out", "out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Folder to write to."
-)
+@out_option("Folder to write to.", short=True)
 def schema_command(out: Path) -> None:
     """Export the JSON Schema of every site-repo file kind.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import json_option, site_repo_option, store_option
 from llm_fabric.cli.output import console, print_json
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def key_group() -> None:
     metavar="WHEN",
     help="UTC date or time from which the gateway refuses the key (401); default: it does not expire.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print {tenant, key, key_id, commit} as JSON.")
+@json_option("Print {tenant, key, key_id, commit} as JSON.")
 def issue_command(site_repo: Path, tenant: str, expires_at: datetime | None, as_json: bool) -> None:
     """Make a new key for TENANT, print it once and commit only its hash.
 
@@ -98,7 +98,7 @@ def revoke_command(site_repo: Path, tenant: str, key_ids: tuple[str, ...], all_k
 @key_group.command("list")
 @site_repo_option()
 @click.argument("tenant")
-@click.option("--json", "as_json", is_flag=True, help="Print the key ids, issue and expiry times as JSON.")
+@json_option("Print the key ids, issue and expiry times as JSON.")
 def list_command(site_repo: Path, tenant: str, as_json: bool) -> None:
     """List TENANT's key ids, when each was issued and when it expires (the keys themselves are not known).
 
@@ -185,7 +185,7 @@ def add_command(
 
 @tenants_group.command("list")
 @site_repo_option()
-@click.option("--json", "as_json", is_flag=True, help="Rows as JSON.")
+@json_option("Rows as JSON.")
 def tenants_list_command(site_repo: Path, as_json: bool) -> None:
     """List the tenants: contributor, data classes, GPUs contributed, dedicated GPUs, limits, keys.
 
@@ -216,8 +216,8 @@ def tenants_list_command(site_repo: Path, as_json: bool) -> None:
 @tenants_group.command("show")
 @site_repo_option()
 @click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--store", type=click.Path(dir_okay=False, path_type=Path), help="Ledger store (default: ledger.yaml's).")
+@json_option("Print JSON.")
+@store_option
 def tenants_show_command(site_repo: Path, name: str, as_json: bool, store: Path | None) -> None:
     """Show one tenant: its file's fields, the nodes it contributes, its key ids, its month so far.
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from llm_fabric import wording
-from llm_fabric.cli.options import site_repo_option
+from llm_fabric.cli.options import plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def _default_cache() -> Path:
-    from llm_fabric.deploy.options import StackOptions  # the path the serving pods mount (hostPath)
+    from llm_fabric.kube.options import StackOptions  # the path the serving pods mount (hostPath)
 
     return Path(str(StackOptions.model_fields["model_cache_path"].default))
 
@@ -46,13 +46,8 @@ def weights_group() -> None:
     """
 
 
-plan_option = click.option(
-    "--plan",
-    "plan_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Plan from `fabric plan -o`; default: the site repo planned afresh.",
-)
-site_option = click.option("--site", "site_id", help="Only the checkpoints of replicas at this site.")
+weights_plan_option = plan_option("Plan from `fabric plan -o`; default: the site repo planned afresh.")
+weights_site_option = site_option("Only the checkpoints of replicas at this site.")
 
 
 def _needed(site_repo: Path, plan_file: Path | None, site_id: str | None) -> tuple[SiteRepo, dict[str, list[str]]]:
@@ -86,10 +81,10 @@ def _print_pins(result: PinResult, needed: dict[str, list[str]]) -> None:
 
 @weights_group.command("stage")
 @site_repo_option()
-@plan_option
+@weights_plan_option
 @cache_option
-@site_option
-def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
+@weights_site_option
+def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_name: str | None) -> None:
     """Download every checkpoint the plan needs into the model cache and pin it in weights.lock.
 
     From the Hugging Face Hub, or the mirror HF_ENDPOINT names (HF_TOKEN for private or gated repos).
@@ -104,7 +99,7 @@ def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, s
     from llm_fabric.weights.stage import hub_endpoint, stage_checkpoints
 
     endpoint, token = hub_endpoint(os.environ.get("HF_ENDPOINT")), os.environ.get("HF_TOKEN") or None
-    site, needed = _needed(site_repo, plan_file, site_id)
+    site, needed = _needed(site_repo, plan_file, site_name)
     hf_home = (cache or _default_cache()) / "hf"
     staged, result = stage_checkpoints(site, hf_home, list(needed), endpoint=endpoint, token=token)
     for s in staged:
@@ -114,10 +109,10 @@ def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, s
 
 @weights_group.command("lock")
 @site_repo_option()
-@plan_option
+@weights_plan_option
 @cache_option
-@site_option
-def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_id: str | None) -> None:
+@weights_site_option
+def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, site_name: str | None) -> None:
     """Pin every checkpoint the plan needs, as the model cache holds it, in weights.lock (no download).
 
     A checkpoint the lock already pins keeps its revision; a new one takes the revision the cache's
@@ -129,7 +124,7 @@ def lock_command(site_repo: Path, plan_file: Path | None, cache: Path | None, si
     """
     from llm_fabric.weights.pin import pin_checkpoints
 
-    site, needed = _needed(site_repo, plan_file, site_id)
+    site, needed = _needed(site_repo, plan_file, site_name)
     result = pin_checkpoints(site, (cache or _default_cache()) / "hf", list(needed))
     _print_pins(result, needed)
 

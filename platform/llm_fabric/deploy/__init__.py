@@ -1,6 +1,8 @@
-"""Kubernetes delivery: the plan and the site repo in, Kubernetes resources out, two ways.
+"""Kubernetes delivery, assembled: the plan and the site repo in, a site's stacks out, two ways.
 
-Holds the resource builders (`resources/`), the stack inputs (`build`, `options`, `sites`), the YAML
-writer (`render`), the Pulumi components (`components`), labels and manifest checks (`manifests`,
-`crd_validation`). May import plan, policies, site and the foundation; never enrollment or nodes.
+Only assembly lives here: the stack inputs and which feature builds which bundle (`build`), the YAML
+writer (`render`, `site_renders`), the Pulumi components (`components`) and the check of what was
+written against the real schemas (`crd_validation`). Each feature owns its Kubernetes objects in its own
+room: `serving` (workloads, probes, weights check, disruption, waves), `gateway.objects`, `observability`
+(rules, GPU metrics, dashboards, the canary prober), `quota` (Kueue); `kube` holds what they share.
 """

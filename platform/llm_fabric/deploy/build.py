@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_fabric.deploy.manifests import Bundle
-from llm_fabric.deploy.options import StackOptions
-from llm_fabric.deploy.resources.allocations import build_allocations, build_local_queues
-from llm_fabric.deploy.resources.canary import build_canary
-from llm_fabric.deploy.resources.counters import build_counter_bundles
-from llm_fabric.deploy.resources.dashboards.site_set import build_dashboards
-from llm_fabric.deploy.resources.gateway import build_gateway_bundles
-from llm_fabric.deploy.resources.observability import build_observability
-from llm_fabric.deploy.resources.serving import build_serving
-from llm_fabric.deploy.sites import resolve_site
-from llm_fabric.deploy.waves import mark_waves, workload_waves
 from llm_fabric.errors import UsageError
+from llm_fabric.gateway.objects.counters import build_counter_bundles
+from llm_fabric.gateway.objects.gateway import build_gateway_bundles
+from llm_fabric.kube.manifests import Bundle
+from llm_fabric.kube.options import StackOptions
+from llm_fabric.kube.sites import resolve_site
+from llm_fabric.observability.canary import build_canary
+from llm_fabric.observability.dashboards.site_set import build_dashboards
+from llm_fabric.observability.rules import build_observability
 from llm_fabric.plan.document import Plan, load_plan
+from llm_fabric.quota.allocations import build_allocations, build_local_queues
+from llm_fabric.serving.waves import mark_waves, workload_waves
+from llm_fabric.serving.workloads import build_serving
 from llm_fabric.trust.sites import TrustedSite, load_trusted_site
 
 # the order to deploy them in: cluster-wide quota first, then the namespace and its workloads

@@ -22,9 +22,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from llm_fabric.deploy.build import StackInputs, build_stack, load_inputs
-from llm_fabric.deploy.manifests import Bundle, Manifest, object_id
-from llm_fabric.deploy.options import StackOptions, camel
-from llm_fabric.deploy.waves import wave_of
+from llm_fabric.kube.manifests import Bundle, Manifest, object_id
+from llm_fabric.kube.options import StackOptions, camel
+from llm_fabric.serving.waves import wave_of
 
 TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,

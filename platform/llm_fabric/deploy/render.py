@@ -26,11 +26,11 @@ import yaml
 from llm_fabric import __version__
 from llm_fabric.atomicio import AtomicBatch
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, build_stack
-from llm_fabric.deploy.manifests import Manifest, all_objects, file_name
-from llm_fabric.deploy.waves import wave_of
 from llm_fabric.distribution import data_path
 from llm_fabric.errors import UsageError
+from llm_fabric.kube.manifests import Manifest, all_objects, file_name
 from llm_fabric.outdir import claim_folder
+from llm_fabric.serving.waves import wave_of
 
 KUSTOMIZATION = "kustomization.yaml"
 WAVE_OF = "llm-fabric.io/wave-of"  # on a wave's Flux Kustomization: the site's Kustomization it follows

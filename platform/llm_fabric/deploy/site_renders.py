@@ -7,8 +7,8 @@ from pathlib import Path
 
 from llm_fabric.deploy.build import STACK_ORDER, StackInputs, load_inputs
 from llm_fabric.deploy.crd_validation import CheckReport, CrdSchemas, check_manifests
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.deploy.render import RenderResult, render_stacks
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.trust.sites import load_trusted_site
 
 

@@ -112,9 +112,6 @@ class EngineBackend(Protocol):
 
     def command(self, serving: ServingArgs) -> EngineCommand: ...
 
-    def model(self, args: Sequence[str]) -> str:
-        """The model (path or id) a generated argument list serves."""
-
     def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
         """(tool-call parser, reasoning parser) of `recipe` in the engine's names."""
 

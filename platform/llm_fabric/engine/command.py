@@ -2,16 +2,19 @@
 
 `ServingArgs` is the one spelling of a replica's serving options, carried from the plan's sizing
 (`plan.figures`) and the CLI to the backend's builder (`engine.vllm.command`, `engine.sglang.command`);
-`checked` is the check both engines share (kernel matrix, TP size, KV dtype, context), and
-`generation_override` the recipe's generation defaults in the keys both read.
+`checked` is the check both engines share (kernel matrix, TP size, KV dtype, context) and what it
+resolves (the checkpoint a quantization loads, the context length: `recipes.context_limit`),
+`generation_override` the recipe's generation defaults in the keys both read, and `served_as` and
+`parser_args` the flags both spell alike.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from llm_fabric.engine.capacity.parallelism import Layout
-from llm_fabric.engine.recipes import Recipe
+from llm_fabric.engine.recipes import QuantizationOption, Recipe, context_limit
 from llm_fabric.errors import PolicyRefusal, UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
@@ -75,6 +78,26 @@ class ServingArgs:
     attn_dp_size: int | None = None
     ep_size: int | None = None
 
+    @property
+    def model_name(self) -> str:
+        """The name the engine answers to: the given one (the plan's: the deployment's), else the recipe's id."""
+        return self.served_model_name or self.recipe.id
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What `checked` resolves of a replica's serving options."""
+
+    quantization: str
+    option: QuantizationOption
+    kv_cache_dtype: str
+    context_length: int
+
+    @property
+    def checkpoint(self) -> str:
+        """The Hugging Face repo the quantization loads: the recipe's, the one place it is looked up."""
+        return self.option.checkpoint
+
 
 def checked(
     recipe: Recipe,
@@ -83,7 +106,7 @@ def checked(
     quantization: str | None,
     kv_cache_dtype: str | None,
     max_model_len: int | None,
-) -> tuple[str, str, int]:
+) -> Checked:
     quant, option = recipe.quantization(quantization)
     runs, reason = load_kernel_matrix().runs(gpu.architecture, quant, allow_weight_only=option.weight_only_fallback)
     if not runs:
@@ -103,10 +126,10 @@ def checked(
         )
     if kv not in load_kernel_matrix().for_architecture(gpu.architecture).kv_cache_dtypes:
         raise PolicyRefusal(f"KV-cache dtype `{kv}` has no kernel on {gpu.architecture} ({gpu.id})")
-    length = max_model_len or recipe.architecture.max_context
+    length = context_limit(recipe, max_model_len)
     if length > recipe.architecture.max_context:
         raise UsageError(f"max_model_len {length} exceeds {recipe.id}'s context of {recipe.architecture.max_context}")
-    return quant, kv, length
+    return Checked(quant, option, kv, length)
 
 
 def generation_override(
@@ -124,3 +147,38 @@ def generation_override(
     if (top_p if top_p is not None else gen.top_p) is not None:
         override["top_p"] = top_p if top_p is not None else gen.top_p  # type: ignore[assignment]
     return override
+
+
+def served_as(serving: ServingArgs) -> list[str]:
+    """The name the engine answers to (what the gateway routes by) and the address it listens on in its pod."""
+    name = serving.served_model_name or serving.recipe.id
+    return ["--served-model-name", name, "--host", "0.0.0.0", "--port", str(serving.port)]
+
+
+class ParserNames(Protocol):
+    """A recipe's parsers in one engine's names: the recipe itself (vLLM's), or its `sglang:` section."""
+
+    @property
+    def tool_call_parser(self) -> str | None: ...
+    @property
+    def reasoning_parser(self) -> str | None: ...
+    @property
+    def chat_template(self) -> str | None: ...
+
+
+def parser_args(names: ParserNames, *, trust_remote_code: bool, tool_choice: tuple[str, ...] = ()) -> list[str]:
+    """The tool-call and reasoning parsers, the chat template and remote code: flags vLLM and SGLang spell alike.
+
+    `tool_choice`: the flags an engine needs before its tool-call parser does anything (vLLM's
+    `--enable-auto-tool-choice`).
+    """
+    out: list[str] = []
+    if names.tool_call_parser:
+        out += [*tool_choice, "--tool-call-parser", names.tool_call_parser]
+    if names.reasoning_parser:
+        out += ["--reasoning-parser", names.reasoning_parser]
+    if names.chat_template:
+        out += ["--chat-template", names.chat_template]
+    if trust_remote_code:
+        out.append("--trust-remote-code")
+    return out

@@ -105,7 +105,7 @@ def fingerprint_fields(
     `template_and_args` are the recipe's in the engine's names (its backend's `parsers`, `template_and_args`)."""
     recipe = serving.recipe
     tp = serving.layout.tensor_parallel_size if serving.layout is not None else serving.tensor_parallel_size
-    quant, kv, length = checked(
+    resolved = checked(
         recipe,
         serving.gpu,
         tp or min(recipe.tensor_parallel_sizes),
@@ -125,11 +125,11 @@ def fingerprint_fields(
     return FingerprintFields(
         engine=engine,
         engine_version=version,
-        checkpoint=recipe.quantizations[quant].checkpoint,  # type: ignore[index]
+        checkpoint=resolved.checkpoint,
         revision=flag(extra, "--revision"),
-        quantization=quant,
-        kv_cache_dtype=kv,
-        max_model_len=length,
+        quantization=resolved.quantization,
+        kv_cache_dtype=resolved.kv_cache_dtype,
+        max_model_len=resolved.context_length,
         tool_call_parser=tools,
         reasoning_parser=reasoning,
         chat_template=template,

@@ -250,6 +250,14 @@ class Recipe(FabricModel):
         return key, option
 
 
+def context_limit(recipe: Recipe, max_model_len: int | None) -> int:
+    """The context length a replica of `recipe` runs with: the deployment's (or the CLI's) `max_model_len`,
+    else the model's whole context. The one place this default is taken: the planner records the result
+    in each replica (`ReplicaPlacement.context_length`) and the plan's readers take it from there; a
+    reader without a plan (`fabric engine args`, the site checks) calls this."""
+    return max_model_len or recipe.architecture.max_context
+
+
 def recipe_dir() -> Path:
     return data_path("engine", "models")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from llm_fabric.documents import suggest
 from llm_fabric.engine.backends import backend, deployment_engine
-from llm_fabric.engine.recipes import Recipe, load_recipes
+from llm_fabric.engine.recipes import Recipe, context_limit, load_recipes
 from llm_fabric.errors import Problem
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
@@ -92,7 +92,7 @@ def _fit_problems(site: SiteRepo, name: str, dep: Deployment, recipe: Recipe, ca
             dep.tensor_parallel_size,
             quantization=dep.quantization,
             kv_cache_dtype=dep.kv_cache_dtype,
-            context_tokens=dep.max_model_len or recipe.architecture.max_context,
+            context_tokens=context_limit(recipe, dep.max_model_len),
         )
         if est.fits:
             return []

@@ -15,8 +15,9 @@ its requests are refused while the store is down (`fail_closed`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import ROUND_DOWN, Decimal
-from typing import Any
 
 from llm_fabric.gateway.runtime.settings import CounterSettings, TokenRates
 from llm_fabric.policies.sovereignty import external_fallback_allowed
@@ -47,50 +48,56 @@ def budget_share(site: SiteRepo, site_id: str, entry_sites: list[str]) -> float:
     return 1.0 / len(entry_sites) if site_id in entry_sites else 0.0
 
 
-def tenant_budget(site: SiteRepo, policies: PolicySet, tenant: Tenant, share: float) -> dict[str, Any]:
-    """TenantAccess fields: the site's share of the monthly budgets, restricted or not, key expiry."""
+@dataclass(frozen=True)
+class TenantBudget:
+    """A tenant's budget at one gateway site: its share of the monthly budgets, restricted or not, key expiry."""
+
+    tokens_per_month: int | None
+    price_per_month: Decimal | None
+    whole_tokens_per_month: int | None  # the tenant's whole budget, of which the above is this site's share
+    whole_price_per_month: Decimal | None
+    fail_closed: bool
+    key_expiry: dict[str, datetime]
+
+
+def tenant_budget(policies: PolicySet, tenant: Tenant, share: float) -> TenantBudget:
+    """The tenant's budget at a site that may admit `share` of it."""
     lim = tenant.limits
     price = None
     if lim.price_per_month is not None:
         price = (lim.price_per_month * Decimal(str(share))).quantize(CENT, rounding=ROUND_DOWN)
-    return {
-        "tokens_per_month": math.floor(lim.tokens_per_month * share) if lim.tokens_per_month is not None else None,
-        "price_per_month": price,
-        "whole_tokens_per_month": lim.tokens_per_month,
-        "whole_price_per_month": lim.price_per_month,
-        "fail_closed": not external_fallback_allowed(policies, tenant.data_classes),
-        "key_expiry": {k.id: k.expires_at for k in tenant.keys if k.expires_at is not None},
-    }
+    return TenantBudget(
+        tokens_per_month=math.floor(lim.tokens_per_month * share) if lim.tokens_per_month is not None else None,
+        price_per_month=price,
+        whole_tokens_per_month=lim.tokens_per_month,
+        whole_price_per_month=lim.price_per_month,
+        fail_closed=not external_fallback_allowed(policies, tenant.data_classes),
+        key_expiry={k.id: k.expires_at for k in tenant.keys if k.expires_at is not None},
+    )
 
 
-def counter_url(site: SiteRepo, site_id: str, *, local: bool) -> str | None:
-    """The operator's Redis, else the one rendered at `site_id`; locally (`gateway run`) none unless the
-    operator's: $FABRIC_GATEWAY_COUNTERS_URL names one, else the proxy counts on its own."""
-    gw = site.config.gateway or GatewayConfig()
-    if gw.counters is None:
-        return None
-    if gw.counters.url is not None:
-        return gw.counters.url
-    if local:
-        return None
-    namespace = site.config.sites[site_id].cluster.namespace
-    return f"redis://{COUNTERS_NAME}.{namespace}.svc.cluster.local:{COUNTERS_PORT}/0"
+@dataclass(frozen=True)
+class StoreSettings:
+    """The hooks' counter store, the ledger's currency and reference prices, the stale timeout."""
+
+    counters: CounterSettings
+    currency: str
+    prices: dict[str, TokenRates]
+    stale_after_s: float
 
 
-def store_settings(site: SiteRepo, site_id: str, *, local: bool) -> dict[str, Any]:
-    """HookSettings fields: the counter store, the ledger's currency and reference prices, the stale timeout."""
+def store_settings(site: SiteRepo, counters_url: str | None) -> StoreSettings:
+    """The store settings of a gateway that counts at `counters_url` (`gateway.endpoints` chooses it)."""
     gw = site.config.gateway or GatewayConfig()
     ledger = site.ledger
     prices = {
         name: TokenRates(input=p.input, cached_input=p.cached_input, output=p.output)
         for name, p in sorted((ledger.reference_prices if ledger else {}).items())
     }
-    return {
-        "counters": CounterSettings(
-            url=counter_url(site, site_id, local=local), prefix=f"fabric:{site.config.federation.name}:"
-        ),
-        "currency": ledger.currency if ledger else "USD",
-        "prices": prices,
+    return StoreSettings(
+        counters=CounterSettings(url=counters_url, prefix=f"fabric:{site.config.federation.name}:"),
+        currency=ledger.currency if ledger else "USD",
+        prices=prices,
         # a request LiteLLM has not answered after its timeout never will: its slot is free a minute later
-        "stale_after_s": float(gw.request_timeout_s + 60),
-    }
+        stale_after_s=float(gw.request_timeout_s + 60),
+    )

@@ -4,7 +4,7 @@ The owner's allocation is its dedicated slots (of a deployment all its own that 
 it keeps); the rest of the capacity is split equally among the other tenants allowed on the
 deployment. Admission shares a saturated deployment in proportion to these (`runtime/admission.py`);
 with the Inference Extension the bands are InferenceObjectives, priority per band
-(`deploy/resources/inference_objectives.py`).
+(`gateway/objects/inference_objectives.py`).
 """
 
 from __future__ import annotations

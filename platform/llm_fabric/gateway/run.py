@@ -27,7 +27,7 @@ from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.distribution import checkout_root, package_root
-from llm_fabric.engine.local.server import EngineStartError, LocalEngine, free_port, spawn_server
+from llm_fabric.engine.process import EngineStartError, LocalEngine, free_port, spawn_server
 from llm_fabric.errors import FabricError, UsageError
 from llm_fabric.gateway.config import GatewayFiles, gateway_texts
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV

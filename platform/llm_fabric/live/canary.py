@@ -176,11 +176,6 @@ def script_of(text: str) -> str | None:
     return scripts.most_common(1)[0][0] if scripts else None
 
 
-def served_name(replica: ReplicaPlacement) -> str:
-    args = replica.engine_args
-    return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else replica.deployment
-
-
 def _tool_call_parses(message: dict[str, object]) -> bool:
     calls = message.get("tool_calls")
     if not isinstance(calls, list) or not calls:
@@ -283,8 +278,8 @@ def load_references(folder: Path, deployments: list[str]) -> dict[str, CanaryRef
     return out
 
 
-def _fingerprint(replica: ReplicaPlacement) -> str | None:
-    return replica.config_fingerprint.sha256 if replica.config_fingerprint is not None else None
+def _fingerprint(replica: ReplicaPlacement) -> str:
+    return replica.config_fingerprint.sha256
 
 
 def judge_deployment(
@@ -401,7 +396,7 @@ def run_canary(
             notes.append(f"{name}: recipe `{recipe}` has no canary prompts")
             continue
         urls = {r.index: endpoints[(name, r.index)] for r in asked}
-        answers = {r.index: [ask(urls[r.index], served_name(r), p, timeout) for p in prompts] for r in asked}
+        answers = {r.index: [ask(urls[r.index], r.served_model_name, p, timeout) for p in prompts] for r in asked}
         judged = judge_deployment(replicas, answers, urls, prompts, references.get(name), notes)
         for verdict, replica in zip(judged, sorted(asked, key=lambda r: r.index), strict=True):
             verdict.failures += configuration_failures(replica, urls[replica.index], timeout)

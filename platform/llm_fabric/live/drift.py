@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from llm_fabric.deploy.resources.serving import replica_name
 from llm_fabric.engine.backends import backend
 from llm_fabric.engine.reported import EngineUnreachable, Reported
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan, ReplicaPlacement
+from llm_fabric.serving.workloads import replica_name
 
 DRIFT_METRIC = "fabric_replica_config_drift"
 REACHABLE = "reachable"
@@ -113,9 +113,9 @@ def _compare(planned: Reported, reported: Reported) -> tuple[list[str], list[Fie
 def check_replica(replica: ReplicaPlacement, url: str, timeout: float) -> ReplicaCheck:
     engine = backend(replica.engine)
     planned = engine.planned_config(replica.engine_args)
-    fingerprint = replica.config_fingerprint
-    if fingerprint is not None and fingerprint.fields.engine_version is not None:
-        planned["engine_version"] = fingerprint.fields.engine_version
+    version = replica.config_fingerprint.fields.engine_version
+    if version is not None:
+        planned["engine_version"] = version
     agreeing: list[str] = []
     try:
         reported = engine.reported_config(url, timeout)

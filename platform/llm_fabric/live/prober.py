@@ -1,4 +1,4 @@
-"""The canary prober: `fabric canary --serve`, run per site (deploy/resources/canary.py) or locally.
+"""The canary prober: `fabric canary --serve`, run per site (observability/canary.py) or locally.
 
 Every `every` seconds it runs the canary (`live.canary.run_canary`) over the replicas it is given,
 then decides which replicas are out of the gateway's rotation: a replica whose canary fails (an
@@ -37,10 +37,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from llm_fabric.live.canary import CanaryRun, exposition
 from llm_fabric.plan.document import Plan
 
-NODE_FATAL_ALERT = "FabricGpuXidNodeFatal"  # deploy/resources/observability.XID_ALERTS' node-fatal alert
+NODE_FATAL_ALERT = "FabricGpuXidNodeFatal"  # observability/rules.XID_ALERTS' node-fatal alert
 ROTATION_METRIC = "fabric_canary_in_rotation"
 DRAINING = "draining"  # the reason a drain notice puts on a replica
-DRAIN_MARK_S = 180.0  # a notice without `seconds`: past any pod's termination grace (deploy/resources/probes.py)
+DRAIN_MARK_S = 180.0  # a notice without `seconds`: past any pod's termination grace (serving/probes.py)
 DRAIN_MARK_MAX_S = 3600.0
 
 

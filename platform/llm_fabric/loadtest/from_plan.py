@@ -33,11 +33,9 @@ from typing import Literal
 import yaml
 
 from llm_fabric.atomicio import write_atomic
-from llm_fabric.deploy.resources.gateway import NAME as GATEWAY_SERVICE
-from llm_fabric.engine.backends import backend
-from llm_fabric.engine.local.traffic import lognormal_lengths
-from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
+from llm_fabric.gateway.objects.gateway import NAME as GATEWAY_SERVICE
+from llm_fabric.loadtest.burst import lognormal_lengths
 from llm_fabric.loadtest.inference_perf import (
     UPSTREAM_COMMIT,
     APIConfig,
@@ -57,12 +55,12 @@ from llm_fabric.loadtest.inference_perf import (
     StandardLoadStage,
     StorageConfig,
 )
-from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement
+from llm_fabric.plan.document import DeploymentCapacity, Plan
 from llm_fabric.site.loader import SiteRepo
 
 STAGE_SHARES = (0.25, 0.5, 0.75, 1.0, 1.25)
 INPUT_OUTPUT_RATIO = 17.0
-SCRAPE_INTERVAL_S = 30  # the serving PodMonitor's interval (deploy/resources/serving.py)
+SCRAPE_INTERVAL_S = 30  # the serving PodMonitor's interval (serving/workloads.py)
 PERCENTILES = [50.0, 90.0, 95.0, 99.0]
 _Z95 = NormalDist().inv_cdf(0.95)
 
@@ -105,15 +103,6 @@ def lognormal_moments(p50: int, p95: int) -> tuple[float, float]:
 def _lognormal(p50: int, p95: int, maximum: int) -> Distribution:
     mean, std = lognormal_moments(p50, p95)
     return Distribution(type="lognormal", mean=round(mean, 3), std_dev=round(std, 3), min=1, max=maximum)
-
-
-def _model_path(replica: ReplicaPlacement) -> str:
-    return backend(replica.engine).model(replica.engine_args)
-
-
-def _served_name(replica: ReplicaPlacement) -> str:
-    args = replica.engine_args
-    return args[args.index("--served-model-name") + 1] if "--served-model-name" in args else replica.deployment
 
 
 def _throughput(cap: DeploymentCapacity) -> tuple[float, str]:
@@ -179,12 +168,10 @@ def _load_test(
             hint="benchmark after the change has rolled out",
         )
     deployment = site.deployments.get(name)
-    recipe = get_recipe(cap.recipe)
-    max_model_len = (deployment.max_model_len if deployment else None) or recipe.architecture.max_context
     max_output = (
         deployment.generation.max_output_tokens if deployment else None
     ) or site.config.defaults.max_output_tokens
-    max_prompt = max(max_model_len - max_output, cap.context_p95)
+    max_prompt = max(replicas[0].context_length - max_output, cap.context_p95)
     mean_prompt = fmean(lognormal_lengths(1000, cap.context_p50, cap.context_p95, maximum=max_prompt))
     output = max(1, min(max_output, round(mean_prompt / ratio)))
     total, source = _throughput(cap)
@@ -211,11 +198,11 @@ def _load_test(
             input_distribution=_lognormal(cap.context_p50, cap.context_p95, max_prompt),
             output_distribution=fixed_output,
         )
-    # both Services listen on port 80 (deploy/resources: serving.py, gateway.py)
+    # both Services listen on port 80 (serving/workloads.py, gateway/objects/gateway.py)
     if via == "gateway":
         base_url, model_name = f"http://{GATEWAY_SERVICE}.{namespace}.svc.cluster.local", name
     else:
-        base_url, model_name = f"http://{name}.{namespace}.svc.cluster.local", _served_name(replicas[0])
+        base_url, model_name = f"http://{name}.{namespace}.svc.cluster.local", replicas[0].served_model_name
     filters = [f'namespace="{namespace}"', f'deployment="{name}"']
     if via == "engine":
         filters.append(f'site="{site_id}"')
@@ -230,7 +217,7 @@ def _load_test(
         ),
         api=APIConfig(type=api, streaming=True),
         server=ModelServerClientConfig(type=engines[0], model_name=model_name, base_url=base_url, ignore_eos=True),
-        tokenizer=CustomTokenizerConfig(pretrained_model_name_or_path=_model_path(replicas[0])),
+        tokenizer=CustomTokenizerConfig(pretrained_model_name_or_path=replicas[0].checkpoint),
         data=data_config,
         metrics=MetricsClientConfig(
             type="prometheus",

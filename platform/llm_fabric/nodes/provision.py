@@ -11,12 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from llm_fabric.deploy import labels as L
-from llm_fabric.deploy.options import StackOptions
 from llm_fabric.documents import suggest
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
+from llm_fabric.kube import labels as L
+from llm_fabric.kube.options import StackOptions
 from llm_fabric.plan.document import Plan
 from llm_fabric.playbook_runner import PlaybookResult, Target, control_machine, run_playbook
 from llm_fabric.site.models import NodeManifest

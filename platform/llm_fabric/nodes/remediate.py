@@ -28,15 +28,15 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from llm_fabric.deploy.labels import REPLICA
-from llm_fabric.deploy.resources.serving import replica_name
 from llm_fabric.documents import parse_yaml
 from llm_fabric.errors import ConfigError, UsageError
 from llm_fabric.hardware.xids import XidKind, XidTable, load_xid_table
+from llm_fabric.kube.labels import REPLICA
 from llm_fabric.nodes.cordon import cordon_on_branch
 from llm_fabric.nodes.xid_alerts import FiringXid
 from llm_fabric.plan.document import ReplicaPlacement
-from llm_fabric.plan.review import plan_repo
+from llm_fabric.review.base import plan_repo
+from llm_fabric.serving.workloads import replica_name
 from llm_fabric.site import gitrepo
 from llm_fabric.site.paths import check_name
 

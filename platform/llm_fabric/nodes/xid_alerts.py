@@ -17,7 +17,7 @@ from typing import Any
 
 from llm_fabric.errors import UsageError
 
-# the alert names of deploy.resources.observability.XID_ALERTS and XID_UNCLASSIFIED (deploy is a layer above)
+# the alert names of observability.rules.XID_ALERTS and XID_UNCLASSIFIED (deploy is a layer above)
 XID_ALERT_PREFIX = "FabricGpuXid"
 
 

@@ -9,10 +9,13 @@ callers that deploy must refuse it (`require_complete()`), never deploy part of 
 every shortfall is one that cordoned nodes cause (`Shortfall.out_of_service`, `degraded`): a cordon
 is always deployable, and what it costs is stated (the shortfall, the owners' `dedicated_shortfall_gpus`). A plan
 made with `--base` carries its `diff` against that revision; readers that deploy ignore it.
-Each replica carries its configuration fingerprint (`engine.fingerprint`: what can change an answer),
-an optional field: a plan written before it loads, renders without the annotation and passes the
-gateway's one-fingerprint-per-model check with nothing to compare; a fingerprint whose sha256 is not
-its fields' digest is refused like any invalid plan.
+Each replica carries what every reader needs of it, resolved once by the planner: the checkpoint it
+loads and the revision `weights.lock` pins it at, the name it is served under, its context length, its
+engine and its configuration fingerprint (`engine.fingerprint`: what can change an answer). Readers
+(render, the stacks, the gateway's config, canary, probes, weights, the load test) take them from the
+replica and derive none of them again. A plan written before replicas carried them is refused by
+`load_plan` naming the missing field and `fabric plan -o`, which writes it again; a fingerprint whose
+sha256 is not its fields' digest is refused like any invalid plan.
 """
 
 from __future__ import annotations
@@ -52,7 +55,13 @@ class ReplicaPlacement(FabricModel):
         description="a multi-node replica's other nodes (node is its leader); each gives all its GPUs",
     )
     quantization: str
+    checkpoint: str = Field(description="Hugging Face repo id of the weights its recipe loads in its quantization")
+    revision: str | None = Field(
+        description="the revision the site repo's weights.lock pins the checkpoint at; None: not pinned"
+    )
     engine: EngineName = Field(DEFAULT_ENGINE, description="the serving engine (the deployment's or recipe's)")
+    served_model_name: str = Field(description="the model name the engine answers to (the deployment's)")
+    context_length: int = Field(ge=1, description="the engine's context (--max-model-len, SGLang's --context-length)")
     engine_args: list[str] = Field(
         description="the engine's arguments: after `vllm serve` (model first) or `python3 -m sglang.launch_server`"
     )
@@ -60,10 +69,7 @@ class ReplicaPlacement(FabricModel):
         default_factory=list, description="a multi-node replica's arguments on its second node (node rank 1)"
     )
     engine_env: dict[str, str] = Field(default_factory=dict)
-    config_fingerprint: ConfigFingerprint | None = Field(
-        None,
-        description="what can change an answer (engine.fingerprint); None: a plan written before fingerprints",
-    )
+    config_fingerprint: ConfigFingerprint = Field(description="what can change an answer (engine.fingerprint)")
     dedicated_for: str | None = Field(None, description="tenant whose traffic this replica serves first")
     data_classes: list[str]
 
@@ -392,7 +398,7 @@ class DeploymentRollout(FabricModel):
 
 
 class Rollout(FabricModel):
-    """What a change restarts, in which order, against the `--base` revision (plan/rollout.py)."""
+    """What a change restarts, in which order, against the `--base` revision (review/rollout.py)."""
 
     base_revision: str
     deployments: list[DeploymentRollout] = Field(default_factory=list, description="only those the change restarts")
@@ -480,6 +486,9 @@ class Plan(FabricModel):
 
 
 _REGENERATE = "write it again with `fabric plan -o FILE` of this fabric version"
+# what every replica of a plan carries since the planner resolves it once for every reader; a plan without
+# them was written by an older fabric (fingerprints were optional, the rest was derived by each reader)
+REPLICA_FIELDS: Final = ("checkpoint", "revision", "served_model_name", "context_length", "config_fingerprint")
 
 
 def plan_json(plan: Plan) -> str:
@@ -506,6 +515,7 @@ def load_plan(path: Path) -> Plan:
             summary=f"{path} is not a plan document",
         ) from exc
     _check_header(path, data)
+    _check_replica_fields(path, data)
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
@@ -538,3 +548,35 @@ def _check_header(path: Path, data: Any) -> None:
     raise ConfigError(
         [Problem(message, file=path, field="apiVersion", hint=_REGENERATE)], summary=f"{path} is not a plan document"
     )
+
+
+def _check_replica_fields(path: Path, data: dict[str, Any]) -> None:
+    """A plan from before replicas carried `REPLICA_FIELDS` refused as such, once, not field by field."""
+    for field, replica in _replica_dicts(data):
+        missing = [f for f in REPLICA_FIELDS if f not in replica or (f == "config_fingerprint" and not replica[f])]
+        if not missing:
+            continue
+        names = ", ".join(f"`{f}`" for f in missing)
+        message = (
+            f"written by an older fabric: replica {replica.get('deployment')}/{replica.get('index')} has no {names} "
+            f"(a `{API_VERSION}` plan of this fabric carries them in every replica)"
+        )
+        raise ConfigError(
+            [Problem(message, file=path, field=f"{field}.{missing[0]}", hint=_REGENERATE)],
+            summary=f"{path} is a plan of an older fabric",
+        )
+
+
+def _replica_dicts(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The document's replicas, and its rollout's surge placements, with where each is (a field path)."""
+    out: list[tuple[str, Any]] = []
+    replicas = data.get("replicas")
+    out += [(f"replicas.{i}", r) for i, r in enumerate(replicas if isinstance(replicas, list) else [])]
+    rollout = data.get("rollout")
+    deployments = rollout.get("deployments") if isinstance(rollout, dict) else None
+    for d, dep in enumerate(deployments if isinstance(deployments, list) else []):
+        surges = dep.get("surges") if isinstance(dep, dict) else None
+        for s, surge in enumerate(surges if isinstance(surges, list) else []):
+            if isinstance(surge, dict):
+                out.append((f"rollout.deployments.{d}.surges.{s}.placement", surge.get("placement")))
+    return [(field, r) for field, r in out if isinstance(r, dict)]

@@ -5,13 +5,15 @@ shortfalls said in words (which rule or which lack of GPUs keeps which deploymen
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 from llm_fabric.engine.backends import backend, command_for, deployment_engine, fingerprint_for
 from llm_fabric.engine.capacity.model import CapacityEstimate
 from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.fingerprint import ConfigFingerprint
-from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName, Recipe
+from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName, Recipe, context_limit
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import (
     DeploymentCapacity,
@@ -27,6 +29,33 @@ from llm_fabric.policies.allocation import OwnerShare
 from llm_fabric.policies.sovereignty import external_fallback_allowed, prompt_logging_allowed
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import Deployment, PolicySet
+from llm_fabric.site.weights_lock import WeightsLock
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """A replica's engine command and the fingerprint of the same serving options, with its served name."""
+
+    args: list[str]
+    env: dict[str, str]
+    fingerprint: ConfigFingerprint
+    served_model_name: str
+
+    def replica_fields(self, lock: WeightsLock) -> dict[str, Any]:
+        """What the plan records of it for every reader (`ReplicaPlacement`), resolved here once: the
+        checkpoint and context length as the fingerprint has them (the engine's own `checked`), the
+        revision `lock` pins the checkpoint at."""
+        fields = self.fingerprint.fields
+        locked = lock.checkpoints.get(fields.checkpoint)
+        return {
+            "engine_args": list(self.args),
+            "engine_env": dict(self.env),
+            "config_fingerprint": self.fingerprint,
+            "checkpoint": fields.checkpoint,
+            "revision": locked.revision if locked is not None else None,
+            "served_model_name": self.served_model_name,
+            "context_length": fields.max_model_len,
+        }
 
 
 def engine_for(
@@ -40,7 +69,7 @@ def engine_for(
     priority: bool,
     node_rank: int = 0,
     engine: EngineName = DEFAULT_ENGINE,
-) -> tuple[list[str], dict[str, str], ConfigFingerprint]:
+) -> EngineSetup:
     """The replica's engine arguments and environment, and the fingerprint of the same serving options."""
     serving = ServingArgs(
         recipe,
@@ -58,14 +87,14 @@ def engine_for(
         served_model_name=dep.name,  # clients address the federation's deployment, not the recipe
     )
     cmd = command_for(engine, serving)
-    return list(cmd.args), dict(cmd.env), fingerprint_for(engine, serving)
+    return EngineSetup(list(cmd.args), dict(cmd.env), fingerprint_for(engine, serving), serving.model_name)
 
 
 def _summary(recipe: Recipe, dep: Deployment, reps: list[ReplicaPlacement], quant: str) -> str:
     shapes = Counter(f"{r.layout(len(r.gpu_indices)).describe()} x {r.gpu_model}" for r in reps)
     parts = [", ".join(f"{n}x({s})" for s, n in sorted(shapes.items())) or "not placed", quant]
     parts.append(f"kv {dep.kv_cache_dtype or 'auto'}")
-    parts.append(f"max-model-len {dep.max_model_len or recipe.architecture.max_context}")
+    parts.append(f"max-model-len {reps[0].context_length if reps else context_limit(recipe, dep.max_model_len)}")
     engine = reps[0].engine if reps else deployment_engine(dep, recipe)
     tools, reasoning = backend(engine).parsers(recipe)
     if engine != DEFAULT_ENGINE:

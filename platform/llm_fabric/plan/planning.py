@@ -12,12 +12,18 @@ from dataclasses import dataclass, field
 
 from llm_fabric.engine.backends import deployment_engine
 from llm_fabric.engine.capacity.parallelism import Layout, tp_layout
-from llm_fabric.engine.fingerprint import ConfigFingerprint
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.hardware.catalog import GpuCatalog, load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import KernelMatrix, load_kernel_matrix
 from llm_fabric.plan.document import Plan, ReplicaPlacement, Shortfall, SolverReport, SpareHold
-from llm_fabric.plan.figures import deployment_capacity, engine_for, node_entries, owner_allocations, site_usage
+from llm_fabric.plan.figures import (
+    EngineSetup,
+    deployment_capacity,
+    engine_for,
+    node_entries,
+    owner_allocations,
+    site_usage,
+)
 from llm_fabric.plan.multinode import MultiNodePlan, plan_multi_node
 from llm_fabric.plan.shortfalls import DemandInfo, shortfalls_of
 from llm_fabric.plan.sizing import Sizing, size_on
@@ -360,9 +366,7 @@ def decode(
     holds = spare_holds(ctx.asks, problem, sol, {k: s for k, s in packed.items() if k[0] in spare_keys}, ctx.site, base)
     index = _index_replicas(seats, base)
     out: list[ReplicaPlacement] = []
-    engines: dict[
-        tuple[str, str, Layout, bool], tuple[list[str], dict[str, str], ConfigFingerprint]
-    ] = {}  # alike replicas, one command
+    engines: dict[tuple[str, str, Layout, bool], EngineSetup] = {}  # alike replicas, one command
     for key, seat in seats.items():
         dep = ctx.site.deployments[key[0]]
         node = ctx.site.nodes[seat.node]
@@ -382,7 +386,6 @@ def decode(
                 priority=priority,
                 engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
             )
-        args, env, fingerprint = list(engines[shape][0]), dict(engines[shape][1]), engines[shape][2]
         out.append(
             ReplicaPlacement(
                 deployment=dep.name,
@@ -397,9 +400,7 @@ def decode(
                 data_parallel_size=layout.data_parallel_size,
                 quantization=sizing.quantization,
                 engine=deployment_engine(dep, ctx.recipes[dep.recipe], ctx.site.config.defaults.engine),
-                engine_args=args,
-                engine_env=env,
-                config_fingerprint=fingerprint,
+                **engines[shape].replica_fields(ctx.site.weights_lock),
                 dedicated_for=owner,
                 data_classes=list(dep.data_classes),
             )
@@ -450,12 +451,12 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
         used.add((dep.name, index))
         recipe = ctx.recipes[dep.recipe]
         engine = deployment_engine(dep, recipe, ctx.site.config.defaults.engine)
-        args, env, fingerprint = engine_for(
+        leader_setup = engine_for(
             recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, engine=engine
         )
-        worker, _, _ = engine_for(
+        worker = engine_for(
             recipe, dep, gpu, group.layout, group.quantization, ctx.util, priority=False, node_rank=1, engine=engine
-        )
+        ).args
         out.append(
             ReplicaPlacement(
                 deployment=dep.name,
@@ -472,10 +473,8 @@ def _group_replicas(ctx: PlanContext, solved: list[ReplicaPlacement]) -> list[Re
                 pipeline_parallel_size=group.layout.pipeline_parallel_size,
                 quantization=group.quantization,
                 engine=engine,
-                engine_args=args,
+                **leader_setup.replica_fields(ctx.site.weights_lock),
                 worker_engine_args=worker,
-                engine_env=env,
-                config_fingerprint=fingerprint,
                 dedicated_for=dep.dedicated_for,
                 data_classes=list(dep.data_classes),
             )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from llm_fabric.engine.capacity.model import DEFAULT_OUTPUT_TOKENS, CapacityEstimate, LatencyTarget, estimate
 from llm_fabric.engine.capacity.parallelism import Layout, dp_ep_layout, tp_layout
-from llm_fabric.engine.recipes import Recipe
+from llm_fabric.engine.recipes import Recipe, context_limit
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import GpuSpec
 from llm_fabric.hardware.kernel_matrix import KernelMatrix
@@ -35,7 +35,7 @@ class Contexts:
 
 
 def contexts(dep: Deployment, recipe: Recipe) -> Contexts:
-    longest = dep.max_model_len or recipe.architecture.max_context
+    longest = context_limit(recipe, dep.max_model_len)
     target = dep.target.context_tokens if dep.target else None
     if dep.context is not None:
         return Contexts(dep.context.p50, dep.context.p95, target)

@@ -45,6 +45,22 @@ def _policy_file(site: SiteRepo, data_class: str) -> tuple[str, str]:
     return "fabric.yaml", ""
 
 
+def _flag_set(site: SiteRepo, dc: str, flag: str, rule: str, message: str) -> Violation:
+    """A sovereignty flag `dc` may not set: at the flag in the policy file that defines it, else at the class."""
+    coll, name = _policy_file(site, dc)
+    loc = ("sovereignty", dc, flag) if coll == "policies" else ("data_classes", dc)
+    return _violation(
+        site,
+        coll,
+        name,
+        loc,
+        rule=rule,
+        objects=[f"data-class/{dc}"],
+        message=message,
+        hint=f"set {flag}: false for `{dc}`",
+    )
+
+
 def check_rules(site: SiteRepo, policies: PolicySet) -> list[Violation]:
     """Rules that are missing or contradict the federation's principles."""
     out: list[Violation] = []
@@ -66,36 +82,42 @@ def check_rules(site: SiteRepo, policies: PolicySet) -> list[Violation]:
                 )
             )
             continue
-        coll, name = _policy_file(site, dc)
-        loc: tuple[str, ...] = ("sovereignty", dc) if coll == "policies" else ("data_classes", dc)
         if rule.external_fallback and (ranks[dc] == top or rule.federation_operators_only):
             why = "the most sensitive class" if ranks[dc] == top else "a class restricted to federation operators"
             out.append(
-                _violation(
+                _flag_set(
                     site,
-                    coll,
-                    name,
-                    (*loc, "external_fallback") if coll == "policies" else loc,
-                    rule="sovereignty.external-fallback",
-                    objects=[f"data-class/{dc}"],
-                    message=f"`{dc}` is {why} but allows external fallback providers",
-                    hint=f"set external_fallback: false for `{dc}`",
+                    dc,
+                    "external_fallback",
+                    "sovereignty.external-fallback",
+                    f"`{dc}` is {why} but allows external fallback providers",
                 )
             )
         if rule.prompt_logging and ranks[dc] == top and top > 0:
             out.append(
-                _violation(
+                _flag_set(
                     site,
-                    coll,
-                    name,
-                    (*loc, "prompt_logging") if coll == "policies" else loc,
-                    rule="sovereignty.prompt-logging",
-                    objects=[f"data-class/{dc}"],
-                    message=f"`{dc}` is the most sensitive class but its prompts would be logged",
-                    hint=f"set prompt_logging: false for `{dc}`",
+                    dc,
+                    "prompt_logging",
+                    "sovereignty.prompt-logging",
+                    f"`{dc}` is the most sensitive class but its prompts would be logged",
                 )
             )
     return out
+
+
+def _allocation_violation(site: SiteRepo, owner: str, dep_name: str, rule: str, message: str, hint: str) -> Violation:
+    """A tenant's dedicated replicas of one deployment, refused: the tenant file's `dedicated.replicas` entry."""
+    return _violation(
+        site,
+        "tenants",
+        owner,
+        ("dedicated", "replicas", dep_name),
+        rule=rule,
+        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
+        message=message,
+        hint=hint,
+    )
 
 
 def check_allocations(site: SiteRepo, policies: PolicySet) -> list[Violation]:
@@ -106,46 +128,39 @@ def check_allocations(site: SiteRepo, policies: PolicySet) -> list[Violation]:
             if dep is None:
                 continue
             gpus = count * (dep.tensor_parallel_size or 1)
-            loc = ("dedicated", "replicas", dep_name)
             if gpus > share.enrolled:  # a cordoned node's GPUs count: its absence is a shortfall of the plan
                 out.append(
-                    _violation(
+                    _allocation_violation(
                         site,
-                        "tenants",
                         owner,
-                        loc,
-                        rule="allocation.exceeds-contribution",
-                        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
-                        message=f"{count} dedicated replicas of `{dep_name}` need at least {gpus} GPUs; "
+                        dep_name,
+                        "allocation.exceeds-contribution",
+                        f"{count} dedicated replicas of `{dep_name}` need at least {gpus} GPUs; "
                         f"`{owner}` contributed {share.enrolled}",
-                        hint=f"reserve at most {share.enrolled // (dep.tensor_parallel_size or 1)} "
+                        f"reserve at most {share.enrolled // (dep.tensor_parallel_size or 1)} "
                         f"replicas, or enroll more of `{owner}`'s machines",
                     )
                 )
             if dep.replicas is not None and count > dep.replicas:
                 out.append(
-                    _violation(
+                    _allocation_violation(
                         site,
-                        "tenants",
                         owner,
-                        loc,
-                        rule="allocation.exceeds-deployment",
-                        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
-                        message=f"`{owner}` reserves {count} replicas of `{dep_name}`, which has {dep.replicas}",
-                        hint=f"raise `{dep_name}`'s replicas to {count} or reserve fewer",
+                        dep_name,
+                        "allocation.exceeds-deployment",
+                        f"`{owner}` reserves {count} replicas of `{dep_name}`, which has {dep.replicas}",
+                        f"raise `{dep_name}`'s replicas to {count} or reserve fewer",
                     )
                 )
             if dep.dedicated_for not in (None, owner):
                 out.append(
-                    _violation(
+                    _allocation_violation(
                         site,
-                        "tenants",
                         owner,
-                        loc,
-                        rule="allocation.other-tenants-deployment",
-                        objects=[f"tenant/{owner}", f"deployment/{dep_name}"],
-                        message=f"`{dep_name}` is dedicated to `{dep.dedicated_for}`, not to `{owner}`",
-                        hint=f"reserve replicas of a pool deployment, or one dedicated to `{owner}`",
+                        dep_name,
+                        "allocation.other-tenants-deployment",
+                        f"`{dep_name}` is dedicated to `{dep.dedicated_for}`, not to `{owner}`",
+                        f"reserve replicas of a pool deployment, or one dedicated to `{owner}`",
                     )
                 )
     return out

@@ -1,9 +1,8 @@
-"""Which checkpoints a plan needs: every planned replica's recipe checkpoint for its quantization."""
+"""Which checkpoints a plan needs: the one each planned replica loads (the plan records it with the replica)."""
 
 from __future__ import annotations
 
 from llm_fabric.documents import suggest
-from llm_fabric.engine.recipes import get_recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.plan.document import Plan
 from llm_fabric.site.loader import SiteRepo
@@ -34,12 +33,5 @@ def needed_checkpoints(
     for replica in plan.replicas:
         if (site_id is not None and replica.site != site_id) or (node is not None and node not in replica.nodes):
             continue
-        deployment = site.deployments.get(replica.deployment)
-        if deployment is None:
-            raise UsageError(
-                f"the plan places deployment `{replica.deployment}`, which the site repo {site.root} does not have",
-                hint="re-run `fabric plan`: the plan is older than the site repo",
-            )
-        _, option = get_recipe(deployment.recipe).quantization(replica.quantization)
-        needed.setdefault(option.checkpoint, set()).add(replica.deployment)
+        needed.setdefault(replica.checkpoint, set()).add(replica.deployment)
     return {name: sorted(deps) for name, deps in sorted(needed.items())}

@@ -1,5 +1,5 @@
 """How long a replica takes from a started container to its first answer: the one estimate the rollout
-review (`plan/rollout.py`) and the startup probe's budget (`deploy/resources/serving.py`) share.
+review (`review/rollout.py`) and the startup probe's budget (`serving/workloads.py`) share.
 
 A cold start is the engine's own start (process, device init, graph capture or compile, which a compile
 cache on the node shortens but never removes) plus reading the weights from the node's model cache at

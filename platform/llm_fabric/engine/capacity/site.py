@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llm_fabric.engine.capacity.model import CapacityEstimate, LatencyTarget, estimate
-from llm_fabric.engine.recipes import get_recipe
+from llm_fabric.engine.recipes import context_limit, get_recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.site.loader import SiteRepo
@@ -42,7 +42,7 @@ def deployment_capacity(site: SiteRepo, name: str) -> DeploymentCapacity:
     dep = site.deployments[name]
     recipe = get_recipe(dep.recipe)
     gpu = load_gpu_catalog().get(_gpu_id(site, dep))
-    context = dep.context.p95 if dep.context else dep.max_model_len or recipe.architecture.max_context
+    context = dep.context.p95 if dep.context else context_limit(recipe, dep.max_model_len)
     tp = dep.tensor_parallel_size
     users = dep.target.concurrent_sessions if dep.target else 1
     utilization = site.config.defaults.gpu_memory_utilization

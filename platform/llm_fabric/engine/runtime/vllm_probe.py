@@ -43,7 +43,7 @@ def _registries() -> dict[str, set[str]]:
         "quantization": set(QUANTIZATION_METHODS),
         "tool_call_parser": set(ToolParserManager.list_registered()),
         "reasoning_parser": set(ReasoningParserManager.list_registered()),
-        # `--load-format runai_streamer` on pinned replicas (deploy/resources/weights.py); no public list in 0.32
+        # `--load-format runai_streamer` on pinned replicas (serving/weights.py); no public list in 0.32
         "load_format": set(_LOAD_FORMAT_TO_MODEL_LOADER),
     }
 

@@ -4,7 +4,7 @@
         --root /models/hf --checkpoint Qwen/Qwen3-8B
 
 The lock is `weights.lock` of the site repo, rendered into the pod's ConfigMap as JSON
-(deploy/resources/weights.py): the engine image has no YAML parser, and JSON is one the standard
+(serving/weights.py): the engine image has no YAML parser, and JSON is one the standard
 library reads completely, where a hand-made YAML subset would be a second parser of the same file to
 keep in step with PyYAML. The checkpoint's files are those of the Hugging Face cache under `--root`
 (HF_HOME): `hub/models--ORG--NAME/snapshots/REVISION/PATH`, and `refs/main` must name the locked

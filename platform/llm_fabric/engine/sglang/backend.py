@@ -35,9 +35,6 @@ class SglangBackend:
     def command(self, serving: ServingArgs) -> EngineCommand:
         return sglang_command(serving)
 
-    def model(self, args: Sequence[str]) -> str:
-        return args[list(args).index("--model-path") + 1]
-
     def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
         """The recipe's `sglang:` section names them (SGLang's parser names differ from vLLM's)."""
         if recipe.sglang is None:

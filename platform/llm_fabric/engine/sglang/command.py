@@ -37,6 +37,8 @@ from llm_fabric.engine.command import (
     ServingArgs,
     checked,
     generation_override,
+    parser_args,
+    served_as,
 )
 from llm_fabric.engine.loop_guard_config import loop_guard_settings
 from llm_fabric.engine.recipes import Recipe, SglangSettings
@@ -105,19 +107,6 @@ def _parallel_args(recipe: Recipe, tp: int, attn_dp_size: int, ep_size: int) -> 
     return args
 
 
-def _parser_args(recipe: Recipe, settings: SglangSettings) -> list[str]:
-    out: list[str] = []
-    if settings.tool_call_parser:
-        out += ["--tool-call-parser", settings.tool_call_parser]
-    if settings.reasoning_parser:
-        out += ["--reasoning-parser", settings.reasoning_parser]
-    if settings.chat_template:
-        out += ["--chat-template", settings.chat_template]
-    if recipe.trust_remote_code:
-        out.append("--trust-remote-code")
-    return out
-
-
 def parallel_sizes(serving: ServingArgs) -> tuple[int, int, int]:
     """(tensor-parallel, attention-DP, expert-parallel) sizes: SGLang's own when given, else the layout's.
 
@@ -135,8 +124,7 @@ def parallel_sizes(serving: ServingArgs) -> tuple[int, int, int]:
             return tp, serving.attn_dp_size or 1, serving.ep_size or 1
     if layout.multi_node or layout.pipeline_parallel_size > 1:
         raise UsageError(
-            f"`{serving.served_model_name or serving.recipe.id}`: a replica across {layout.nodes} nodes "
-            "is generated for vLLM only",
+            f"`{serving.model_name}`: a replica across {layout.nodes} nodes is generated for vLLM only",
             hint="serve it with `engine: vllm`, or on GPUs of which one node holds the model",
         )
     dp = layout.data_parallel_size if layout.expert_parallel else 1
@@ -156,26 +144,17 @@ def sglang_command(serving: ServingArgs) -> EngineCommand:
     for name, value in (("max_running_requests", max_running_requests), ("max_queued_requests", max_queued_requests)):
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1 (got {value})")
-    quant, kv, length = checked(
+    resolved = checked(
         recipe, gpu, tensor_parallel_size, serving.quantization, serving.kv_cache_dtype, serving.max_model_len
     )
+    quant, kv, length = resolved.quantization, resolved.kv_cache_dtype, resolved.context_length
     if kv not in KV_CACHE_DTYPES:
         raise UsageError(
             f"SGLang has no KV-cache dtype `{kv}`",
             hint=f"use one of {', '.join(k for k in KV_CACHE_DTYPES if k in recipe.kv_cache_dtypes)}",
         )
-    option = recipe.quantizations[quant]  # type: ignore[index]
     running = max_running_requests or default_max_num_seqs(gpu)
-    args = [
-        "--model-path",
-        option.checkpoint,
-        "--served-model-name",
-        serving.served_model_name or recipe.id,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(serving.port),
-    ]
+    args = ["--model-path", resolved.checkpoint, *served_as(serving)]
     args += _parallel_args(recipe, tensor_parallel_size, attn_dp_size, ep_size)
     if quant in settings.quantization_args:
         args += ["--quantization", settings.quantization_args[quant]]
@@ -191,7 +170,7 @@ def sglang_command(serving: ServingArgs) -> EngineCommand:
         "--max-queued-requests",
         str(max_queued_requests or running),
     ]
-    args += _parser_args(recipe, settings)
+    args += parser_args(settings, trust_remote_code=recipe.trust_remote_code)
     args += ["--enable-metrics", "--enable-cache-report"]
     if serving.priority_scheduling:
         args += [

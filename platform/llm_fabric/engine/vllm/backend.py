@@ -37,9 +37,6 @@ class VllmBackend:
     def command(self, serving: ServingArgs) -> EngineCommand:
         return engine_command(serving)
 
-    def model(self, args: Sequence[str]) -> str:
-        return args[0]  # `vllm serve MODEL ...`: the model first
-
     def parsers(self, recipe: Recipe) -> tuple[str | None, str | None]:
         return recipe.tool_call_parser, recipe.reasoning_parser
 

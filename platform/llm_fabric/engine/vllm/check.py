@@ -12,7 +12,7 @@ from pathlib import Path
 
 from llm_fabric.engine.argcheck import ArgCase, ArgVerdict, run_probe
 from llm_fabric.engine.command import ServingArgs
-from llm_fabric.engine.local.server import engine_python
+from llm_fabric.engine.process import engine_python
 from llm_fabric.engine.recipes import Recipe, load_recipes
 from llm_fabric.engine.vllm.command import engine_command
 from llm_fabric.errors import PolicyRefusal

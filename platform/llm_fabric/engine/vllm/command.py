@@ -18,7 +18,7 @@ import json
 
 from llm_fabric.engine.capacity.model import default_max_num_seqs
 from llm_fabric.engine.capacity.parallelism import Layout, engine_parallel_args
-from llm_fabric.engine.command import EngineCommand, ServingArgs, checked, generation_override
+from llm_fabric.engine.command import EngineCommand, ServingArgs, checked, generation_override, parser_args, served_as
 from llm_fabric.engine.loop_guard_config import loop_guard_flags
 from llm_fabric.engine.recipes import Recipe
 from llm_fabric.errors import UsageError
@@ -28,19 +28,6 @@ from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 # and the fabric's vLLM image is built from.
 VLLM_VERSION = "0.32.0"
 LAUNCHER = ("vllm", "serve")
-
-
-def _parser_args(recipe: Recipe) -> list[str]:
-    out: list[str] = []
-    if recipe.tool_call_parser:
-        out += ["--enable-auto-tool-choice", "--tool-call-parser", recipe.tool_call_parser]
-    if recipe.reasoning_parser:
-        out += ["--reasoning-parser", recipe.reasoning_parser]
-    if recipe.chat_template:
-        out += ["--chat-template", recipe.chat_template]
-    if recipe.trust_remote_code:
-        out.append("--trust-remote-code")
-    return out
 
 
 def engine_command(serving: ServingArgs) -> EngineCommand:
@@ -60,20 +47,11 @@ def engine_command(serving: ServingArgs) -> EngineCommand:
         raise UsageError(f"gpu_memory_utilization must be in (0, 1] (got {utilization})")
     if max_num_seqs is not None and max_num_seqs < 1:
         raise UsageError(f"max_num_seqs must be at least 1 (got {max_num_seqs})")
-    quant, kv, length = checked(
+    resolved = checked(
         recipe, gpu, layout.tensor_parallel_size, serving.quantization, serving.kv_cache_dtype, serving.max_model_len
     )
-    option = recipe.quantizations[quant]  # type: ignore[index]
-    args = [
-        option.checkpoint,
-        "--served-model-name",
-        serving.served_model_name or recipe.id,
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(serving.port),
-        *engine_parallel_args(layout, node_rank=serving.node_rank),
-    ]
+    option, kv, length = resolved.option, resolved.kv_cache_dtype, resolved.context_length
+    args = [resolved.checkpoint, *served_as(serving), *engine_parallel_args(layout, node_rank=serving.node_rank)]
     if option.quantization_arg:
         args += ["--quantization", option.quantization_arg]
     if kv != "auto":
@@ -92,7 +70,7 @@ def engine_command(serving: ServingArgs) -> EngineCommand:
         "--enable-prompt-tokens-details",
         "--enable-force-include-usage",
     ]
-    args += _parser_args(recipe)
+    args += parser_args(recipe, trust_remote_code=recipe.trust_remote_code, tool_choice=("--enable-auto-tool-choice",))
     override = generation_override(
         recipe, max_output_tokens=serving.max_output_tokens, temperature=serving.temperature, top_p=serving.top_p
     )

@@ -37,6 +37,13 @@ _CONCISE_ROW_5 = re.compile(r"^([0-9]+)\s+(?:N/A|[0-9.]+\S*)\s")
 _CONCISE_PARTITIONS = re.compile(r"\bNPS[0-9]+,\s*([A-Z]+)\b(?:,\s*([0-9]+))?")
 
 
+def amd_name(name: str | None, device_id: str | None) -> str | None:
+    """The GPU's name as the tool printed it, else `AMD GPU <PCI device id>`: the catalog still matches it by the id."""
+    if name:
+        return name
+    return f"AMD GPU {device_id}" if device_id else None
+
+
 def parse_rocm_smi(text: str, command: str = ROCM_SMI_COMMAND) -> GpuReport:
     per_gpu: dict[int, dict[str, str]] = {}
     for line in text.splitlines():
@@ -49,8 +56,7 @@ def parse_rocm_smi(text: str, command: str = ROCM_SMI_COMMAND) -> GpuReport:
     for index, facts in sorted(per_gpu.items()):
         name = next((n for n in (values.present(facts.get(k)) for k in _NAME_KEYS) if n), None)
         device_id = next((i for i in (values.pci_device_id(facts.get(k)) for k in _ID_KEYS) if i), None)
-        if name is None and device_id is not None:
-            name = f"AMD GPU {device_id}"  # the catalog still matches it by PCI device id
+        name = amd_name(name, device_id)
         if name is None:
             raise ParseError(
                 command,
@@ -104,8 +110,7 @@ def _parse_concise(text: str, command: str) -> GpuReport:
             # partition 1.. of the physical GPU in the row above
             devices[-1] = devices[-1].model_copy(update={"logical_gpus": devices[-1].logical_gpus + 1})
             continue
-        if not name:
-            name = f"AMD GPU {device_id}" if device_id else "unknown AMD GPU"
+        name = amd_name(name, device_id) or "unknown AMD GPU"
         devices.append(
             GpuDevice(index=int(row.group(1)), name=name, vendor="amd", pci_device_id=device_id, partition_mode=mode)
         )

@@ -30,6 +30,7 @@ from typing import Any
 
 from llm_fabric.enrollment.inventory import GpuDevice, GpuReport
 from llm_fabric.enrollment.parsers import values
+from llm_fabric.enrollment.parsers.amd import amd_name
 from llm_fabric.enrollment.parsers.partitions import partition_mode, physical_gpus
 from llm_fabric.errors import ParseError
 
@@ -155,9 +156,7 @@ def _device(entry: dict[str, Any], position: int, command: str) -> GpuDevice:
     asic, board = entry.get("asic"), entry.get("board")
     index = _index(entry, position, command)
     device_id = values.pci_device_id(_text(asic, "device_id"))
-    name = _text(asic, "market_name") or _text(board, "product_name")
-    if name is None and device_id is not None:
-        name = f"AMD GPU {device_id}"  # the catalog still matches it by PCI device id
+    name = amd_name(_text(asic, "market_name") or _text(board, "product_name"), device_id)
     if name is None:
         raise ParseError(
             command,

@@ -8,8 +8,12 @@ priority scheduler alone would not do it, as it does not preempt a full batch (v
 The counts live in a store (`counters.py`): Redis shared by the gateway's pods, or the process's own.
 A monthly budget (tokens, and a price at the price ledger's reference prices) is spent by what the
 meter records of each answered request; once spent, the tenant is refused with a `budget` refusal
-until the UTC month rolls over (Retry-After: the seconds until then). Requests admitted before the
-budget ran out finish: the overshoot is at most what was in flight.
+until the UTC month rolls over (Retry-After: the seconds until then). A budgeted tenant's request
+reserves what it may spend at most (its prompt's estimate plus its `max_tokens`, or the settings'
+`reserve_tokens` when it names none) against the month as it arrives, in the same count-first step as
+every limit, and settles to what it really used when it ends (answered, failed or cut: `release`).
+A request is admitted while the month, reservations in flight included, is below the budget: a burst
+of parallel requests overshoots by at most the last admitted request's reservation (issue 39, F9).
 
 When a deployment is saturated its slots are shared fairly: each tenant holds a fair share of the
 capacity, in proportion to its allocation (`DeploymentAccess.fair_shares`: the owner's dedicated share,
@@ -20,8 +24,10 @@ still miss, so a flood fills what nobody else asks for and no more.
 Counted first, checked after, like every limit: it holds across pods through the same store.
 
 When the shared store does not answer, a restricted tenant (`fail_closed`) is refused (503: no limit
-or budget could be checked); any other tenant is admitted on the pod's own counters, its budget
-checked against the month-to-date the store last showed plus what this pod counted since.
+or budget could be checked), and so is a budgeted tenant whose month this pod has not seen in the store
+(a pod started while the store is down would count the month from 0); any other tenant is admitted on
+the pod's own counters, its budget checked against the month-to-date the store last showed plus what
+this pod counted since.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class Ticket:
     arrival: Arrival
     store: Counters
     input_tokens: int
+    budgeted: bool = False  # its reservation is held against the month; `release` settles it
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ class Admission:
         tokens: int,
         now: float,
         fair_shares: dict[str, float],
+        reserve: tuple[int, int] = (0, 0),
     ) -> Arrival:
         month, _ = month_of(now)
         joins = [f"tenant:{tenant}:in-flight", f"deployment:{deployment}:in-flight"]
@@ -137,6 +145,8 @@ class Admission:
             input_tokens=tokens,
             month=f"tenant:{tenant}:month:{month}",
             marks=marks,
+            reserve_tokens=reserve[0],
+            reserve_nano=reserve[1],
         )
 
     async def admit(
@@ -149,25 +159,40 @@ class Admission:
         input_tokens: int,
         now: float,
         call_id: str,
+        output_tokens: int = 0,
+        rates: TokenRates | None = None,
     ) -> Ticket | Refusal:
+        """`output_tokens`: the most the request may generate (its `max_tokens`), reserved with its input
+        against a budgeted tenant's month until `release` settles it."""
         owner = dep.owner == tenant
-        arrival = self._arrival(call_id, tenant, deployment, owner, input_tokens, now, dep.fair_shares)
+        budgeted = access.tokens_per_month is not None or access.price_per_month is not None
+        reserve = (0, 0)
+        if budgeted:
+            most = Usage(input_tokens, 0, output_tokens)
+            reserve = (input_tokens + output_tokens, nano_price(most, rates))
+        arrival = self._arrival(call_id, tenant, deployment, owner, input_tokens, now, dep.fair_shares, reserve)
         store: Counters = self.store
         try:
             seen = await store.arrive(arrival, now)
             if store is not self.local:
                 self._last_month[arrival.month] = (seen.month_tokens, seen.month_nano)
         except StoreDown as down:
-            if access.fail_closed:
+            unknown = budgeted and arrival.month not in self._last_month
+            if access.fail_closed or unknown:
+                why = (
+                    "a restricted tenant is refused until the store answers again"
+                    if access.fail_closed
+                    else "this gateway has not seen the tenant's month in the store, so its budget cannot be "
+                    "checked: a budgeted tenant is refused until the store answers again"
+                )
                 return Refusal(
-                    f"the gateway cannot check tenant `{tenant}`'s limits and budget: {down}; a restricted "
-                    "tenant is refused until the store answers again",
+                    f"the gateway cannot check tenant `{tenant}`'s limits and budget: {down}; {why}",
                     self.capacity_retry_s,
                     "store",
                 )
             store = self.local
             seen = await store.arrive(arrival, now)
-            tokens, nano = self._last_month.get(arrival.month, (0, 0))
+            tokens, nano = self._last_month[arrival.month] if budgeted else (0, 0)
             seen.month_tokens += tokens
             seen.month_nano += nano
         refusal = self._judge(tenant, access, deployment, dep, arrival, seen, now)
@@ -176,7 +201,7 @@ class Admission:
             with contextlib.suppress(StoreDown):
                 await store.withdraw(arrival)
             return refusal
-        return Ticket(tenant, deployment, owner, arrival, store, input_tokens)
+        return Ticket(tenant, deployment, owner, arrival, store, input_tokens, budgeted)
 
     def _judge(
         self,
@@ -189,7 +214,7 @@ class Admission:
         now: float,
     ) -> Refusal | None:
         """The first limit the request passes, with the request counted in `seen`."""
-        budget = self._budget(tenant, access, seen, now)
+        budget = self._budget(tenant, access, seen, a, now)
         if budget is not None:
             return budget
         in_flight = seen.in_flight[a.joins[0]]
@@ -264,20 +289,23 @@ class Admission:
             "capacity",
         )
 
-    def _budget(self, tenant: str, access: TenantAccess, seen: Seen, now: float) -> Refusal | None:
+    def _budget(self, tenant: str, access: TenantAccess, seen: Seen, a: Arrival, now: float) -> Refusal | None:
+        """Refused when the month before this request (spent, and reserved by the requests in flight) is
+        at the budget: this request's own reservation may take it over by at most itself."""
         month, following = month_of(now)
         until = datetime.fromtimestamp(following, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        tokens, nano = seen.month_tokens - a.reserve_tokens, seen.month_nano - a.reserve_nano
         spent = None
-        if access.tokens_per_month is not None and seen.month_tokens >= access.tokens_per_month:
-            spent = f"{seen.month_tokens} of its {access.tokens_per_month} tokens"
+        if access.tokens_per_month is not None and tokens >= access.tokens_per_month:
+            spent = f"{tokens} of its {access.tokens_per_month} tokens"
             if access.whole_tokens_per_month not in (None, access.tokens_per_month):
                 # a store per site: each site admits its share, and the tenant knows only its whole budget
                 spent = (
-                    f"{seen.month_tokens} of the {access.tokens_per_month} tokens that are this site's share "
+                    f"{tokens} of the {access.tokens_per_month} tokens that are this site's share "
                     f"of its budget of {access.whole_tokens_per_month}"
                 )
-        elif access.price_per_month is not None and seen.month_nano >= access.price_per_month * NANO:
-            price = Decimal(seen.month_nano) / NANO
+        elif access.price_per_month is not None and nano >= access.price_per_month * NANO:
+            price = Decimal(nano) / NANO
             spent = f"{price:.2f} of its {access.price_per_month:.2f} {self.currency}"
             if access.whole_price_per_month not in (None, access.price_per_month):
                 spent = (
@@ -308,22 +336,30 @@ class Admission:
     ) -> None:
         """The request is over: free its slots and count what it really used (None: nothing answered).
 
-        `count_month=False` for a request another site's gateway relayed here: its budget is counted at
-        the gateway it entered, once."""
+        `count_month=False`: the request's use does not join the month (its reservation is still released).
+        A budgeted request's reservation settles here: the month gets what it used minus what it held."""
+        held = ticket.arrival.reserve_tokens, ticket.arrival.reserve_nano
         if usage is None:
-            departure = Departure(0, 0, 0, 0)
+            departure = Departure(0, 0, -held[0], -held[1])
         else:
             departure = Departure(
                 input_delta=usage.input_tokens - ticket.input_tokens,
                 output_tokens=usage.output_tokens,
-                month_tokens=usage.input_tokens + usage.output_tokens if count_month else 0,
-                month_nano=nano_price(usage, rates) if count_month else 0,
+                month_tokens=(usage.input_tokens + usage.output_tokens if count_month else 0) - held[0],
+                month_nano=(nano_price(usage, rates) if count_month else 0) - held[1],
             )
         try:
             await ticket.store.depart(ticket.arrival, departure)
         except StoreDown:
-            # the store lost this request's use; the meter's record keeps it for the ledger
-            await self.local.depart(ticket.arrival, departure)
+            # the store lost this request's use (and keeps its reservation: the month errs high, never low);
+            # the pod counts the use itself meanwhile, and the meter's record keeps it for the ledger
+            used = Departure(
+                departure.input_delta,
+                departure.output_tokens,
+                departure.month_tokens + held[0],
+                departure.month_nano + held[1],
+            )
+            await self.local.depart(ticket.arrival, used)
 
 
 def _held_by(deployment: str, tenant: str) -> str:

@@ -11,8 +11,9 @@ do both pass).
 Keys (prefix: the federation): `tenant:T:in-flight`, `deployment:D:in-flight`, `deployment:D:owner`
 (sorted sets of call ids, scored by when a lost request leaves them on its own), `tenant:T:minute` (a
 hash of per-second fields `S:r` requests, `S:i` input tokens, `S:o` output tokens, by arrival second),
-`tenant:T:month:YYYY-MM` (a hash: `tokens`, `nano`, the price in 10^-9 of the currency), which expires
-a month after its month ends; for the fair shares, `deployment:D:tenant:T:in-flight` (a sorted set as
+`tenant:T:month:YYYY-MM` (a hash: `tokens`, `nano`, the price in 10^-9 of the currency: what departed
+requests used plus what the requests in flight reserved), which expires a month after its month ends;
+for the fair shares, `deployment:D:tenant:T:in-flight` (a sorted set as
 above) and `deployment:D:tenant:T:asking` (one member, scored by when the tenant's last arrival there stops
 counting: until then the tenant is asking for its share).
 """
@@ -51,6 +52,9 @@ class Arrival:
     input_tokens: int  # estimated at arrival, corrected at departure
     month: str  # the tenant's month hash
     marks: tuple[tuple[str, float], ...] = ()  # sets of one member that the arrival sets: (name, until when)
+    # what the request may spend at most, held against the month from arrival until it settles at departure
+    reserve_tokens: int = 0
+    reserve_nano: int = 0
 
 
 @dataclass
@@ -67,7 +71,7 @@ class Seen:
 class Departure:
     input_delta: int  # the engine's input count minus the estimate
     output_tokens: int
-    month_tokens: int
+    month_tokens: int  # added to the month: what the request used minus its reservation
     month_nano: int
 
 
@@ -112,8 +116,10 @@ class MemoryCounters:
             del minute[name]
         minute[f"{a.second}:r"] = minute.get(f"{a.second}:r", 0) + 1
         minute[f"{a.second}:i"] = minute.get(f"{a.second}:i", 0) + a.input_tokens
-        tokens, nano = self.months.get(a.month, [0, 0])
-        return Seen(counts, _window(minute, now), tokens, nano)
+        month = self.months.setdefault(a.month, [0, 0])
+        month[0] += a.reserve_tokens
+        month[1] += a.reserve_nano
+        return Seen(counts, _window(minute, now), month[0], month[1])
 
     async def withdraw(self, a: Arrival) -> None:
         for name in a.joins:
@@ -122,6 +128,9 @@ class MemoryCounters:
         if f"{a.second}:r" in minute:
             minute[f"{a.second}:r"] -= 1
             minute[f"{a.second}:i"] -= a.input_tokens
+        month = self.months.setdefault(a.month, [0, 0])
+        month[0] -= a.reserve_tokens
+        month[1] -= a.reserve_nano
 
     async def depart(self, a: Arrival, d: Departure) -> None:
         for name in a.joins:
@@ -175,20 +184,23 @@ class RedisCounters:
         pipe.hincrby(minute, f"{a.second}:i", a.input_tokens)
         pipe.expire(minute, MINUTE_TTL_S)
         pipe.hgetall(minute)
-        pipe.hmget(self.key(a.month), "tokens", "nano")
+        # the reservation joins the month in the same transaction: parallel arrivals see each other's
+        pipe.hincrby(self.key(a.month), "tokens", a.reserve_tokens)
+        pipe.hincrby(self.key(a.month), "nano", a.reserve_nano)
+        pipe.expire(self.key(a.month), MONTH_TTL_S)
         replies = await self._run(pipe)
         counts = {}
         for name in names:
             at += 2 if name in a.joins else 1
             counts[name] = int(str(replies[at]))
             at += 1
-        fields = {str(k): int(v) for k, v in dict(replies[-2]).items()}  # type: ignore[call-overload]
-        tokens, nano = list(replies[-1])  # type: ignore[call-overload]
+        fields = {str(k): int(v) for k, v in dict(replies[-4]).items()}  # type: ignore[call-overload]
+        tokens, nano = replies[-3], replies[-2]
         stale = [n for n in fields if int(n.split(":")[0]) <= now - WINDOW_S]
         if len(stale) >= WINDOW_S // 2:  # old seconds leave the hash now and then (the sums skip them anyway)
             with contextlib.suppress(RedisError, OSError):
                 await self._client.hdel(minute, *stale)
-        return Seen(counts, _window(fields, now), int(tokens or 0), int(nano or 0))
+        return Seen(counts, _window(fields, now), int(str(tokens)), int(str(nano)))
 
     async def withdraw(self, a: Arrival) -> None:
         pipe = self._client.pipeline(transaction=True)
@@ -196,6 +208,8 @@ class RedisCounters:
             pipe.zrem(self.key(name), a.call_id)
         pipe.hincrby(self.key(a.minute), f"{a.second}:r", -1)
         pipe.hincrby(self.key(a.minute), f"{a.second}:i", -a.input_tokens)
+        pipe.hincrby(self.key(a.month), "tokens", -a.reserve_tokens)
+        pipe.hincrby(self.key(a.month), "nano", -a.reserve_nano)
         await self._run(pipe)
 
     async def depart(self, a: Arrival, d: Departure) -> None:

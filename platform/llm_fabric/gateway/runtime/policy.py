@@ -102,6 +102,18 @@ def apply_route(data: dict[str, Any], rt: Route, dep: DeploymentAccess, tenant: 
         data["disable_fallbacks"] = True
 
 
+def output_bound(data: dict[str, Any], dep: DeploymentAccess) -> int | None:
+    """The most output tokens the request may get: its max_tokens, capped by the recipe's (as `apply_route`
+    sets it); None where neither bounds it."""
+    asked = data.get("max_tokens") or data.get("max_completion_tokens")
+    cap = dep.request_defaults.get("max_tokens")
+    try:
+        bounds = [int(v) for v in (asked, cap) if v is not None]
+    except (TypeError, ValueError):
+        bounds = [int(cap)] if cap is not None else []
+    return max(min(bounds), 0) if bounds else None
+
+
 def strip_engine_fields(kwargs: dict[str, Any]) -> None:
     """Before a call to an external provider: drop what only our engines understand."""
     for name in ENGINE_ONLY_FIELDS:

@@ -24,7 +24,7 @@ the gateway reads the prober rather than the Services: its entries are the repli
 which readiness empties only after a probe period or two, and LiteLLM would keep picking the entry
 until a call to it failed. The filter acts at pick time only, so a stream already running on the
 replica goes on to its end; what the gateway picks in the `REFRESH_S` before it reads the mark, the
-drain counts and waits for (its settle is longer: deploy/resources/probes.DRAIN_SETTLE_S). The only
+drain counts and waits for (its settle is longer: serving/probes.DRAIN_SETTLE_S). The only
 replica of a deployment is not taken out while it drains (fail open, as above): there is no other
 to send its requests to; restarting it is an outage, which the rollout review shows, and what it
 still takes its drain waits for.
@@ -41,8 +41,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_fabric.names import ROTATION_REFRESH_S
+
 CANARY_URL_ENV = "FABRIC_CANARY_URL"
-REFRESH_S = 5.0
+REFRESH_S = ROTATION_REFRESH_S
 TIMEOUT_S = 2.0
 STALE_AFTER_S = 120.0  # an answer older than this takes nothing out any more
 

@@ -122,6 +122,12 @@ class HookSettings(FabricModel):
     stale_after_s: float = Field(
         3600.0, gt=0, description="an open request older than this no longer holds a slot (a lost callback)"
     )
+    reserve_tokens: int = Field(
+        4096,
+        ge=1,
+        description="a budgeted tenant's request that names no max_tokens (and whose recipe sets none) is "
+        "given this max_tokens, and reserves it against the month while it runs",
+    )
 
     def tenant_by_hash(self) -> dict[str, str]:
         return {h: name for name, t in self.tenants.items() for h in t.key_sha256}
