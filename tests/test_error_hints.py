@@ -206,6 +206,23 @@ CASES = [
         resolved_shows="rendered site brno",
     ),
     Case(
+        "render --plan: a plan whose rollout was refused (issue 41 point 6)",
+        "fabric render -C site --site brno --plan plan.json --out deploy",
+        3,
+        "run `fabric plan -C DIR --base main` to see the refused rollout; enrol or free GPUs for a surge replica",
+        "fabric plan -C site --base main -o plan.json"
+        " && fabric render -C site --site brno --plan plan.json --out deploy",
+        setup="git -C site checkout -q -b mistral-context"
+        " && sed -i 's/max_model_len: 131072/max_model_len: 65536/' site/deployments/mistral-small-4.yaml"
+        " && git -C site commit -qam '64k' && { fabric plan -C site --base main -o plan.json > /dev/null || true; }",
+        fills={"DIR": "site"},
+        hinted_exit=3,
+        hinted_shows="takes every replica of `mistral-small-4` down at once",
+        then="printf 'rollout:\\n  accept_outage: a night-time change\\n' >> site/deployments/mistral-small-4.yaml"
+        " && git -C site commit -qam accept",
+        resolved_shows="rendered site brno",
+    ),
+    Case(
         "render --plan: not a plan document",
         "fabric render -C site --site brno --plan old.json --out deploy",
         2,

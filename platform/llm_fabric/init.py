@@ -76,7 +76,7 @@ def init_site(root: Path, example: str | None = None, key_path: Path | None = No
             for folder in ("nodes", "tenants", "deployments", "policies"):
                 (staging / folder).mkdir()
                 (staging / folder / ".gitkeep").touch()
-        key = _sign_declared_nodes(staging, key_path or default_private_key_path(root))
+        key = _sign_declared_nodes(staging, key_path or default_private_key_path(root, new_repo=True))
         export_schemas(staging / SCHEMA_DIR)
         files = _add_modelines(staging)
         gitrepo.init_repo(staging)

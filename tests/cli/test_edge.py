@@ -100,11 +100,16 @@ def test_a_closed_pipe_ends_quietly_and_holds_under_pipefail(site_repo: Path) ->
 
 def test_outside_a_site_repo_the_error_says_how_to_name_one(tmp_path: Path) -> None:
     hint = "pass -C DIR, or set FABRIC_SITE_REPO=DIR"
-    for args in (["plan"], ["nodes", "list"], ["validate"]):
+    # the same words whatever the command does first: git (`--base`), the default key beside the repo
+    for args in (
+        ["plan"], ["nodes", "list"], ["validate"], ["plan", "--base", "main"], ["validate", "--base", "main"],
+        ["nodes", "cordon", "gpu1"], ["nodes", "remediate", "--node", "gpu1", "--xid", "79"],
+    ):  # fmt: skip
         done = _fabric(*args, cwd=tmp_path)
         assert done.returncode == 2, args
         assert "is not a site repo: it has no fabric.yaml" in done.stdout + done.stderr
-        assert hint in done.stdout + done.stderr
+        assert hint in done.stdout + done.stderr, args
+        assert "fatal: not a git repository" not in done.stdout + done.stderr, args
     assert "┃ name" not in _fabric("nodes", "list", cwd=tmp_path).stdout  # no empty table
 
 
@@ -115,7 +120,7 @@ def test_commands_find_the_site_repo_from_a_subfolder(site_repo: Path) -> None:
     listed = _fabric("nodes", "list", "--json", cwd=site_repo / "tenants")
     assert "dgx-b200-01" in {row["name"] for row in json.loads(listed.stdout)}
     at_top = _fabric("validate", cwd=site_repo)
-    assert at_top.stdout.startswith("valid: . (")  # inside the repo's top folder it stays `.`
+    assert at_top.stdout.startswith(f"valid: {site_repo} (")  # inside the repo's top folder too: not `valid: .`
 
 
 def test_a_mistyped_command_suggests_the_closest(tmp_path: Path) -> None:

@@ -27,3 +27,24 @@ def test_a_block_whose_commands_all_run_gives_each_output(tmp_path: Path) -> Non
         ("echo one", "one\n", 0),
         ("false", "", 1),
     ]
+
+
+def test_a_block_reading_a_file_only_its_hidden_set_up_creates_fails(tmp_path: Path) -> None:
+    # issue 41 point 1: the stage block read hf-mirror.url, which only `<!-- doc-setup -->` wrote
+    commands = parse_transcript("$ cat hf-mirror.url\nhttp://127.0.0.1:1\n")
+    with pytest.raises(AssertionError, match=r"the block reads hf-mirror.url, which only its hidden `doc-setup`"):
+        run_block(commands, tmp_path, "echo http://127.0.0.1:1 > hf-mirror.url")
+
+
+def test_a_hidden_set_up_may_change_what_the_reader_has_or_make_what_the_block_does_not_name(tmp_path: Path) -> None:
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "fabric.yaml").write_text("name: a\n")
+    commands = parse_transcript("$ cat site/fabric.yaml\nname: b\n")
+    results = run_block(commands, tmp_path, "echo 'name: b' > site/fabric.yaml && mkdir scratch")
+    assert [(out, rc) for _, out, rc in results] == [("name: b\n", 0)]
+
+
+def test_a_folder_the_set_up_creates_is_named_once(tmp_path: Path) -> None:
+    commands = parse_transcript("$ ls crds\nkueue\n")
+    with pytest.raises(AssertionError, match=r"the block reads crds, which"):
+        run_block(commands, tmp_path, "mkdir -p crds/kueue")

@@ -7,8 +7,10 @@ sandbox: a folder holding `site`, the reference federation made by `fabric init 
 cerit-sc`, with `$SITE` set to `site`. Markers, as HTML comments just before a block:
 
     <!-- skip: next "needs a Kubernetes cluster" -->   Sybil's own: the block is reported skipped, with the reason
-    <!-- doc-setup: SHELL COMMANDS -->                   run in the sandbox before the next block, output unchecked
-                                                         (steps of tests/docs/setups.py: facts bundles, CRD folders)
+    <!-- doc-setup: SHELL COMMANDS -->                   run in the sandbox before the next block, output unchecked;
+                                                         it may change what a reader already has (a commit, an edit
+                                                         of site/), never create a file the block names: that
+                                                         block fails (the reader typing it has no such file)
 
 Comparison, after masking what changes from run to run (commit ids, key ids, signatures, times,
 the sandbox's path, `/tmp/...` paths of the run the docs were written from):
@@ -36,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 _RC = "__DOC_RC__"
 _SETUP_DONE = "__DOC_SETUP_DONE__"
+_LISTING = "find . -path ./site/.git -prune -o -mindepth 1 -print"
 _EXIT = re.compile(r"^\(exit (\d+)(;.*)?\)$")
 _MASKS = [
     (re.compile(r"\b[0-9a-f]{40}\b"), "<commit>"),
@@ -134,9 +137,24 @@ def environment(root: Path) -> dict[str, str]:
     }
 
 
+def _listing(root: Path) -> set[str]:
+    proc = subprocess.run(["bash", "-c", _LISTING], cwd=root, capture_output=True, text=True, check=True)
+    return {line.removeprefix("./") for line in proc.stdout.splitlines()}
+
+
+def hidden_inputs(created: set[str], commands: list[Command]) -> list[str]:
+    """What a hidden set-up created that the block's commands name: the outermost new path of each (a new
+    folder, not every file in it), named as a whole word of a command line."""
+    outermost = sorted(p for p in created if not any(p.startswith(f"{q}/") for q in created))
+    text = "\n".join(c.line for c in commands)
+    return [p for p in outermost if re.search(rf"(?<![\w./-]){re.escape(p)}(?![\w-])", text)]
+
+
 def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Command, str, int]]:
     # a set-up that fails stops the block: its commands would fail for the wrong reason
-    script = ["set +e", f"{{ {setup or ':'}\n}} || exit 97", f'echo "{_SETUP_DONE}"']
+    before = _listing(root) if setup else set()
+    listing = f'echo "{_SETUP_DONE}-FILES"; (cd "{root}" && {_LISTING})' if setup else ":"  # a set-up may cd
+    script = ["set +e", f"{{ {setup or ':'}\n}} || exit 97", listing, f'echo "{_SETUP_DONE}"']
     for number, command in enumerate(commands):
         script += [command.line, f'__rc=$?; echo "{_RC} {number} $__rc"; (exit $__rc)']
     proc = subprocess.run(
@@ -147,6 +165,15 @@ def run_block(commands: list[Command], root: Path, setup: str) -> list[tuple[Com
     setup_output, _, transcript = proc.stdout.partition(f"{_SETUP_DONE}\n")
     if proc.returncode == 97 and _SETUP_DONE not in proc.stdout:
         raise AssertionError(f"the block's set-up failed:\n{proc.stdout}")
+    if setup:
+        # a reader types the block as shown: a file it reads that only a hidden set-up made fails for them
+        after = {line.removeprefix("./") for line in setup_output.partition(f"{_SETUP_DONE}-FILES\n")[2].splitlines()}
+        hidden = hidden_inputs(after - before, commands)
+        if hidden:
+            raise AssertionError(
+                f"the block reads {', '.join(hidden)}, which only its hidden `doc-setup` creates: a reader typing "
+                "the block has no such file; show the step that makes it as a `$` line of the page"
+            )
     # every parsed command must have run: a syntax error, an `exit` or a set-up that stops the shell runs
     # none (or not all) of them, and a block whose commands did not run checks nothing
     ran = len(re.findall(rf"^{_RC} \d+ \d+$", transcript, flags=re.M))

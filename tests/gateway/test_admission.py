@@ -129,3 +129,18 @@ def test_a_price_budget_is_spent_at_the_price_ledgers_prices() -> None:
     refused = gate.admit("a", access, "d", dep, input_tokens=1, now=now + 2)
     assert isinstance(refused, Refusal) and refused.kind == "budget"
     assert "spent its monthly budget (1.77 of its 1.00 USD in 2026-12)" in refused.reason
+
+
+def test_a_site_share_of_a_budget_is_named_with_the_whole_budget() -> None:
+    # issue 41 point 10: "(21 of its 15 tokens)" where the tenant set 30 and this site's share is 15
+    gate = _Gate(capacity_retry_s=2)
+    dep = DeploymentAccess(capacity=10)
+    access = _tenant(tokens_per_month=15, whole_tokens_per_month=30)
+    ticket = gate.admit("a", access, "d", dep, input_tokens=1, now=1_796_083_200.0 - 60)
+    assert isinstance(ticket, Ticket)
+    gate.release(ticket, input_tokens=20, output_tokens=1)
+    refused = gate.admit("a", access, "d", dep, input_tokens=1, now=1_796_083_200.0 - 59)
+    assert isinstance(refused, Refusal) and refused.kind == "budget"
+    assert (
+        "spent its monthly budget (21 of the 15 tokens that are this site's share of its budget of 30 in 2026-11)"
+    ) in refused.reason

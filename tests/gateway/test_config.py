@@ -291,3 +291,22 @@ def test_a_plan_that_still_routes_to_a_retired_node_is_refused(tmp_path: Path) -
     with pytest.raises(PolicyRefusal) as stale:
         build_gateway(site, plan, site_id="brno")
     assert any(f"node `{node}`, which is retired" in p.message for p in stale.value.problems)
+
+
+def test_an_installed_fabric_without_litellm_is_told_how_to_give_it_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 41 point 7: from a wheel there is no .venv-gateway; the hint names FABRIC_GATEWAY_PYTHON and the pins
+    import llm_fabric.gateway.run as run
+    from llm_fabric.errors import UsageError
+
+    monkeypatch.delenv("FABRIC_GATEWAY_PYTHON", raising=False)
+    monkeypatch.setattr(run, "checkout_root", lambda: tmp_path)  # a wheel's site-packages holds no .venv-gateway
+    with pytest.raises(UsageError) as refused:
+        run.gateway_python()
+    hint = refused.value.hint or ""
+    assert "LiteLLM is not installed for the fabric" in refused.value.message
+    assert "pip install 'litellm[proxy]==1.108.7'" in hint and "export FABRIC_GATEWAY_PYTHON=" in hint
+    gateway_venv = Path(__file__).resolve().parents[2] / ".venv-gateway" / "bin" / "python"
+    monkeypatch.setenv("FABRIC_GATEWAY_PYTHON", str(gateway_venv))  # the hint's last step, followed
+    assert run.gateway_python() == gateway_venv

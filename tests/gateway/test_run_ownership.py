@@ -39,12 +39,13 @@ class Federation:
     plan: Path
     root: Path
 
-    def argv(self, port: int, *, run_dir: str = "./run/gw", records: str = "./records") -> list[str]:
+    def argv(self, port: int, *, run_dir: str | None = "./run/gw", records: str = "./records") -> list[str]:
         # relative --run-dir and --records on purpose: both are resolved against the fabric's folder
         return [
             FABRIC, "gateway", "run", "--site", "brno", "-C", str(self.repo), "--plan", str(self.plan),
             "--port", str(port),
-            "--endpoint", "qwen3-5=http://127.0.0.1:9/v1", "--records", records, "--run-dir", run_dir,
+            "--endpoint", "qwen3-5=http://127.0.0.1:9/v1", "--records", records,
+            *(["--run-dir", run_dir] if run_dir is not None else []),
         ]  # fmt: skip
 
 
@@ -79,13 +80,16 @@ def _gone(pid: int, port: int) -> bool:
 
 
 @contextlib.contextmanager
-def _started(federation: Federation, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, int, Path]]:
+def _started(
+    federation: Federation, tmp_path: Path, *, run_dir: str | None = "./run/gw", env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], int, int, Path]]:
     """`fabric gateway run` until healthy: (the fabric, its proxy's pid, the port, its output file)."""
     port = free_port()
     out = tmp_path / "fabric.out"
     with out.open("w") as sink:
         fabric = subprocess.Popen(
-            federation.argv(port),
+            federation.argv(port, run_dir=run_dir),
+            env=env,
             cwd=tmp_path,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -142,9 +146,40 @@ def test_sigterm_stops_the_proxy_and_relative_paths_work(federation: Federation,
         assert fabric.wait(timeout=60) == 0, out.read_text()
         assert _gone(pid, port), f"LiteLLM pid {pid} or port {port} still there after SIGTERM"
     text = out.read_text()
-    assert f"stopped LiteLLM (pid {pid}, exit" in text
+    assert re.search(rf"stopped LiteLLM \(pid {pid}, (by SIGTERM|exit 0)\)", text), text  # not "exit -15"
     assert f"config {tmp_path / 'run' / 'gw'}" in text  # the relative --run-dir, resolved
     assert (tmp_path / "run" / "gw" / "litellm-config.yaml").is_file()
+    assert f"kept: config, tenant key hashes and log in {tmp_path / 'run' / 'gw'}" in text
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_without_run_dir_a_stopped_gateway_leaves_no_folder(
+    federation: Federation, tmp_path: Path, stop: signal.Signals
+) -> None:
+    # issue 41 point 7: a /tmp/fabric-gateway-* folder (config, tenant key hashes, log) was left per start
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    with _started(federation, tmp_path, run_dir=None, env=env) as (fabric, pid, port, out):
+        assert [p.name for p in tmp.iterdir() if p.name.startswith("fabric-gateway-")], out.read_text()
+        fabric.send_signal(stop)
+        assert fabric.wait(timeout=60) in (0, 130), out.read_text()
+        assert _gone(pid, port)
+    assert not [p for p in tmp.iterdir() if p.name.startswith("fabric-gateway-")], out.read_text()
+    assert "kept:" not in out.read_text()
+
+
+def test_a_failed_start_leaves_no_folder(federation: Federation, tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        argv = federation.argv(taken.getsockname()[1], run_dir=None)
+        proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TMPDIR": str(tmp)})  # fmt: skip
+    assert proc.returncode == 2 and "is already in use" in proc.stderr, proc.stderr
+    assert not list(tmp.iterdir())
 
 
 def test_sighup_stops_the_proxy(federation: Federation, tmp_path: Path) -> None:

@@ -219,7 +219,7 @@ def test_a_node_provisioned_after_stage_checks_what_stage_pinned(
     from llm_fabric.engine.local.tiny_model import build_tiny_model
     from llm_fabric.plan.document import load_plan
     from llm_fabric.trust.sites import load_trusted_site
-    from tests.fixtures.hf_mirror import commit_of, hf_mirror
+    from llm_fabric.weights.mirror import commit_of, hf_mirror
 
     checkpoint, node = "openai/gpt-oss-120b", "hgx-h100-tuwien"  # vienna's one deployment and its node
     plan_file, models = tmp_path / "plan.json", tmp_path / "models"

@@ -279,6 +279,50 @@ def test_a_named_replica_fatal_xid_says_restart_and_writes_nothing(site_repo: Pa
     assert refs(site_repo) == branches
 
 
+def _hint_commands(stderr: str) -> tuple[str, str]:
+    """The hint's two ways out: the commands that commit, and those that undo."""
+    hint = stderr.split("hint: commit them first (", 1)[1]
+    keep, _, rest = hint.partition("), or undo them (")
+    return keep, rest.partition("); nothing was written")[0]
+
+
+@pytest.mark.parametrize("way", ["commit", "undo"])
+def test_over_a_render_in_the_repo_the_hint_followed_works(site_repo: Path, way: str) -> None:
+    # issue 41 point 5: `fabric render --out site/deploy` as docs/deploy.md does, then remediate
+    plan = site_repo.parent / "plan.json"
+    assert fabric("plan", "-C", str(site_repo), "-o", str(plan)).returncode == 0
+    out = site_repo / "deploy"
+    rendered = fabric("render", "-C", str(site_repo), "--plan", str(plan), "--out", str(out), "--site", "brno")
+    assert rendered.returncode == 0, rendered.stdout + rendered.stderr
+    args = ["nodes", "remediate", "-C", str(site_repo), "--node", "hgx-h100-tuwien", "--xid", "79"]
+    refused = fabric(*args)
+    assert refused.returncode == 2
+    assert "`fabric nodes remediate` depends on uncommitted changes: deploy/" in refused.stderr
+    keep, undo = _hint_commands(refused.stderr)
+    if way == "commit":
+        followed = subprocess.run(keep, shell=True, capture_output=True, text=True, check=False)
+    else:  # "move deploy/ out of the repo (PATH)": as a reader would
+        assert undo.startswith("move deploy/ out of the repo ("), undo
+        followed = subprocess.run(["mv", undo.split("(", 1)[1].rstrip(")"), str(site_repo.parent / "deploy-out")])
+    assert followed.returncode == 0, keep
+    done = fabric(*args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "cordon" in done.stdout
+
+
+def test_over_an_edited_file_the_hint_followed_works(site_repo: Path) -> None:
+    tenant = site_repo / "tenants" / "tuwien-ai.yaml"
+    tenant.write_text(tenant.read_text() + "# an edit in progress\n")
+    args = ["nodes", "remediate", "-C", str(site_repo), "--node", "hgx-h100-tuwien", "--xid", "79"]
+    keep, undo = _hint_commands(fabric(*args).stderr)
+    assert subprocess.run(undo, shell=True, check=False).returncode == 0, undo
+    assert fabric(*args).returncode == 0
+    tenant.write_text(tenant.read_text() + "# another edit\n")
+    keep, undo = _hint_commands(fabric(*args).stderr)
+    assert subprocess.run(keep, shell=True, check=False).returncode == 0, keep
+    assert "# another edit" in git(site_repo, "show", "HEAD:tenants/tuwien-ai.yaml")
+
+
 def test_refused_over_an_uncommitted_site_repo_and_for_an_unknown_node(site_repo: Path) -> None:
     tenant = site_repo / "tenants" / "tuwien-ai.yaml"
     tenant.write_text(tenant.read_text() + "# an edit in progress\n")

@@ -3,8 +3,9 @@ never an internal error (issue 31 point 4): folders named like files, symlinks (
 dangling, out of the repo), FIFOs, sockets, unreadable files.
 
 Unreadable files: the suite runs as root, and root reads a chmod 000 file. Where the test runs as root,
-the unreadable case is checked by running `fabric validate` as user `nobody` (setpriv) on a repo copy
-that `nobody` can read except for that one file; without setpriv it fails, naming the missing tool.
+the unreadable case runs `fabric validate` as root without the capabilities that bypass file modes
+(setpriv), so the checkout and the repo may live anywhere root can write, a folder of mode 700
+included (issue 41 point 12); without setpriv it fails, naming the missing tool.
 """
 
 from __future__ import annotations
@@ -112,41 +113,46 @@ def test_plan_names_a_folder_named_like_a_file(site_repo: Path, where: str, caps
     assert "x.yaml" in out and "is a folder, not a file" in out and "internal error" not in out
 
 
-def test_an_unreadable_file_is_named(site_repo: Path, tmp_path: Path) -> None:
+# root without the two capabilities that let it read and search past file modes: a mode-000 file is
+# unreadable to it, while everything else it owns stays reachable, wherever the checkout lives (a
+# clone under a mode-700 folder, as `mktemp -d` or /root, is out of reach of any other user)
+WITHOUT_DAC = ("--inh-caps=-dac_override,-dac_read_search", "--bounding-set=-dac_override,-dac_read_search")
+
+
+def unreadable_file_command(fabric: str, site_repo: Path) -> list[str]:
+    """`fabric validate` as a process that cannot read a mode-000 file: as it is for a user, under
+    setpriv without the capabilities that bypass file modes for root."""
+    command = [fabric, "validate", "-C", str(site_repo)]
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    assert setpriv, (
+        "setpriv not found: apt-get install util-linux (the unreadable-file case drops root's file capabilities)"
+    )
+    return [setpriv, *WITHOUT_DAC, *command]
+
+
+def test_an_unreadable_file_is_named(site_repo: Path) -> None:
     path = site_repo / "tenants" / "unreadable.yaml"
     path.write_text("version: 1\nname: unreadable\n")
     path.chmod(0)
-    command = [FABRIC, "validate", "-C", str(site_repo)]
-    if os.geteuid() == 0:  # root reads a mode-000 file: run as nobody, on a copy nobody can reach
-        setpriv = shutil.which("setpriv")
-        assert setpriv, "setpriv not found: apt-get install util-linux (the unreadable-file case runs as nobody)"
-        shared = Path("/tmp") / f"fabric-shapes-{os.getpid()}"
-        shutil.rmtree(shared, ignore_errors=True)
-        shutil.copytree(site_repo, shared / "site", symlinks=True)
-        for folder, dirs, files in os.walk(shared):
-            for name in dirs:
-                os.chmod(Path(folder) / name, 0o755)
-            for name in files:
-                os.chmod(Path(folder) / name, 0o644)
-        os.chmod(shared, 0o755)
-        (shared / "site" / "tenants" / "unreadable.yaml").chmod(0)
-        command = [
-            setpriv,
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            FABRIC,
-            "validate",
-            "-C",
-            str(shared / "site"),
-        ]
-        env = {**os.environ, "HOME": str(shared)}
-    else:
-        env = dict(os.environ)
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
-    finally:
-        if os.geteuid() == 0:
-            shutil.rmtree(shared, ignore_errors=True)
+    proc = subprocess.run(
+        unreadable_file_command(FABRIC, site_repo), capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "unreadable.yaml" in proc.stdout and "cannot read file: Permission denied" in proc.stdout, proc.stdout
+
+
+def test_the_unreadable_file_case_runs_from_a_checkout_under_a_mode_700_folder(site_repo: Path, tmp_path: Path) -> None:
+    # the venv reached through a folder only root may enter, as a clone under `mktemp -d` or /root has it
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    (locked / "venv").symlink_to(Path(sys.executable).parent.parent)
+    path = site_repo / "tenants" / "unreadable.yaml"
+    path.write_text("version: 1\nname: unreadable\n")
+    path.chmod(0)
+    proc = subprocess.run(
+        unreadable_file_command(str(locked / "venv" / "bin" / "fabric"), site_repo),
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert "cannot read file: Permission denied" in proc.stdout, proc.stdout + proc.stderr

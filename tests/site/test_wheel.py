@@ -123,7 +123,7 @@ def test_installed_wheel_runs_the_tours_sample_commands(installed: Path, tmp_pat
     )
     assert "tier: full" in out
     assert "8x h100-sxm" in fabric("nodes", "list", "-C", "./site")
-    assert "2,000 sample request record(s) of 2026-11" in fabric(
+    assert "2,000 sample request records of 2026-11" in fabric(
         "ledger", "sample", "-C", "./site", "--month", "2026-11", "--count", "2000", "-o", "requests-2026-11.jsonl"
     )
     assert "2,000 record(s) added, 0 already there, 0 bad" in fabric(

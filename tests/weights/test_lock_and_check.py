@@ -67,7 +67,7 @@ def test_missing_checkpoint_and_bad_input_are_named(
     site, _, plan = staged
     rc, out = _lock(site, tmp_path / "empty", plan, capsys)
     assert rc == 2
-    assert "lacks 1 checkpoint(s) the plan needs" in out
+    assert "lacks 1 checkpoint the plan needs" in out
     assert f"`{CHECKPOINT}` is not in the model cache" in out and "refs/main" in out
     assert not (site / "weights.lock").exists()
 

@@ -1,4 +1,4 @@
-"""`fabric weights stage` against a Hugging Face mirror on 127.0.0.1 (tests/fixtures/hf_mirror.py): the real
+"""`fabric weights stage` against a Hugging Face mirror on 127.0.0.1 (llm_fabric.weights.mirror.py): the real
 huggingface_hub downloads the tiny model into the cache, the lock pins it, and staging the same lock again
 downloads nothing; the pod's check and `plan --base` then read what stage wrote."""
 
@@ -14,8 +14,8 @@ from llm_fabric.cli.main import main
 from llm_fabric.engine.local.tiny_model import build_tiny_model
 from llm_fabric.site.gitrepo import commit_paths
 from llm_fabric.site.loader import load_site
+from llm_fabric.weights.mirror import Mirror, commit_of, hf_mirror
 from tests.fixtures.hf_cache import hub_snapshot
-from tests.fixtures.hf_mirror import Mirror, commit_of, hf_mirror
 from tests.weights.pods import render_vienna, run_pod_check
 
 CHECKPOINT = "openai/gpt-oss-120b"  # what vienna's only deployment (gpt-oss-120b, mxfp4) loads
@@ -197,3 +197,22 @@ def test_a_revision_not_staged_from_main_needs_an_accepted_reason(
     commit_paths(site_repo, [lock], "accept it")
     capsys.readouterr()
     assert main(["validate", "-C", str(site_repo), "--base", base]) == 0, "".join(capsys.readouterr())
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [("", "HF_ENDPOINT is set but empty"), ("  ", "HF_ENDPOINT is set but empty"), ("mirror:8731", "is not a URL")],
+)
+def test_an_empty_or_schemeless_hf_endpoint_is_named(
+    site_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    value: str, said: str,
+) -> None:  # fmt: skip
+    plan, cache = tmp_path / "plan.json", tmp_path / "models"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan)]) == 0
+    monkeypatch.setenv("HF_ENDPOINT", value)
+    rc, out = _stage(site_repo, plan, cache, capsys)
+    assert rc == 2, out
+    assert said in out and "huggingface.co" not in out.replace("download from huggingface.co", ""), out
+    assert "missing an 'http://'" not in out and not cache.exists()
+    if not value.strip():  # the hint, followed, works: unset, the Hub is the endpoint again
+        assert "unset HF_ENDPOINT" in out

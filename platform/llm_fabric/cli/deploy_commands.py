@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import json_option, out_option, plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import FabricError, UsageError
@@ -102,7 +103,10 @@ def render_command(
         result, report = one.result, one.check
         counts = ", ".join(f"{n} {stack}" for stack, n in result.objects.items())
         console.print(f"rendered site [bold]{result.site}[/] into {out / result.site}: {counts} objects")
-        console.print(f"{len(result.files)} files written or unchanged, {len(result.removed)} stale files removed")
+        console.print(
+            f"{wording.count(len(result.files), 'file')} written or unchanged, "
+            f"{wording.count(len(result.removed), 'stale file')} removed"
+        )
         for path in result.removed:
             console.print(f"  removed {path}", markup=False)
         if report is not None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
+from llm_fabric import wording
 from llm_fabric.cli.options import json_option
 from llm_fabric.cli.output import FabricConsole, console, print_json
 
@@ -72,7 +73,8 @@ def _print_estimate(est: CapacityEstimate) -> None:
     nodes = f" on {est.nodes} nodes of {est.gpus_per_node}" if est.nodes > 1 else ""
     title = (
         f"{est.recipe} ({est.quantization}, KV {est.kv_cache_dtype}) on {est.count} x {est.gpu}: "
-        f"{est.layout.describe()} = {est.replicas} replica(s) of {est.replica_gpus} GPUs{nodes}; "
+        f"{est.layout.describe()} = {wording.count(est.replicas, 'replica')} "
+        f"of {wording.count(est.replica_gpus, 'GPU')}{nodes}; "
         f"context {est.context_tokens:,}; traffic {est.input_tokens:,} in / {est.output_tokens:,} out, "
         f"{est.users:,} user(s){' (max)' if est.users_max else ''}"
     )

@@ -9,11 +9,11 @@ import click
 from rich.table import Table
 
 from llm_fabric.cli.options import json_option, key_option, out_option, site_option, site_repo_option
-from llm_fabric.cli.output import console, print_json
+from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import EXIT_OK, EXIT_POLICY, UsageError
 
 if TYPE_CHECKING:
-    from llm_fabric.enrollment.enroll import EnrollResult
+    from llm_fabric.enrollment.enroll import EnrollRequest, EnrollResult
 
 # The core (pydantic models, Ansible, cryptography) is imported inside each command: `fabric --help`
 # imports every command module, and only the command that runs should pay for its imports.
@@ -161,6 +161,7 @@ def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
 
     as_json = opts.pop("as_json")
     request = EnrollRequest(host=host, site_root=site_repo, site=opts.pop("site_name"), **opts)
+    _warn_off_main(request)
     with _Progress(host) as progress:
         result = enroll(request, progress=None if opts["facts_file"] else progress)
     if as_json:
@@ -169,6 +170,22 @@ def enroll_command(host: str, site_repo: Path, **opts: Any) -> int:
         print_verdict(result)
         _print_outcome(result, request.dry_run)
     return EXIT_OK if result.verdict.admitted else EXIT_POLICY
+
+
+def _warn_off_main(request: EnrollRequest) -> None:
+    from llm_fabric.site.gitrepo import off_main_branch
+    from llm_fabric.site.root import not_a_site_repo
+
+    if request.dry_run or request.branch is not None or not_a_site_repo(request.site_root) is not None:
+        return
+    branch = off_main_branch(request.site_root)
+    if branch is not None:
+        err_console.print(
+            f"note: the site repo has branch `{branch}` checked out, not main: the node is committed there; "
+            f"to enrol it on main, check main out first (git -C {request.site_root} checkout main) "
+            "or pass --branch main",
+            markup=False,
+        )
 
 
 def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
@@ -198,7 +215,7 @@ def _print_outcome(result: EnrollResult, dry_run: bool) -> None:
     "--sample",
     metavar="NAME",
     help="Write the bundle of a sample machine shipped with the fabric (h100x8: 8 x H100 SXM, h200x4, "
-    "mi355x8) instead of gathering; HOST names it (default: NAME).",
+    "mi355x8; for the tiers: l40sx8, a100x4, mi300x8cpx) instead of gathering; HOST names it (default: NAME).",
 )
 @_connection_options
 @_read_probe_options

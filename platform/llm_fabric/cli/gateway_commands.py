@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import json_option, out_option, plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.errors import UsageError
@@ -95,7 +97,11 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
         return
     for path in written:
         console.print(f"wrote {path}", markup=False)
-    console.print(f"{len(files.settings.groups)} model groups, {len(files.settings.tenants)} tenants", markup=False)
+    console.print(
+        f"{wording.count(len(files.settings.groups), 'model group')}, "
+        f"{wording.count(len(files.settings.tenants), 'tenant')}",
+        markup=False,
+    )
     for note in files.notes:
         console.print(f"  note: {note}", markup=False)
 
@@ -141,7 +147,12 @@ def config_command(site_repo: Path, plan_file: Path | None, site_name: str | Non
     help="Folder of the meter's request records, one JSON Lines file per UTC day "
     "(read by `fabric ledger ingest` and `fabric report --requests`).",
 )
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Config and log (default: temp).")
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the config, the tenant key hashes and the log in this folder (default: a temporary one, removed "
+    "when the gateway stops).",
+)
 @click.option("--timeout", type=float, default=120, show_default=True, help="Seconds to wait for the proxy.")
 def run_command(
     site_repo: Path,
@@ -182,10 +193,16 @@ def run_command(
     )
     files = gateway_for(site_repo, plan_file, site_name, reach)
     folder = (run_dir or Path(tempfile.mkdtemp(prefix="fabric-gateway-"))).resolve()
-    write_gateway_files(files, folder)
-    with _stop_signals():
-        gateway = start_gateway(folder, records, port=port)
-        _serve(gateway, timeout, [f"  note: {note}" for note in files.notes])
+    try:
+        write_gateway_files(files, folder)
+        with _stop_signals():
+            gateway = start_gateway(folder, records, port=port)
+            _serve(gateway, timeout, [f"  note: {note}" for note in files.notes])
+    finally:
+        if run_dir is None:  # its tenant key hashes and log go with it, a failed start's too: --run-dir keeps them
+            shutil.rmtree(folder, ignore_errors=True)
+    if run_dir is not None and not _stdout_closed():
+        console.print(f"kept: config, tenant key hashes and log in {folder}", markup=False)
 
 
 class _Stop(BaseException):
@@ -233,7 +250,7 @@ def _quiet_stdout() -> None:
 def _serve(gateway: LocalEngine, timeout: float, notes: list[str]) -> None:
     """Serve until the proxy exits (an error naming its exit code), Ctrl-C, SIGTERM/SIGHUP or a closed stdout;
     the proxy is stopped in every case (and dies with the fabric on its own: a parent-death signal)."""
-    from llm_fabric.gateway.run import exited_error, wait_owned
+    from llm_fabric.gateway.run import exit_words, exited_error, wait_owned
 
     announce = True  # say "stopped": not where the output's reader is gone
     try:
@@ -262,7 +279,7 @@ def _serve(gateway: LocalEngine, timeout: float, notes: list[str]) -> None:
         if gateway.alive():
             status = gateway.stop()
             if announce:
-                console.print(f"stopped {gateway.label} (pid {gateway.pid}, exit {status})")
+                console.print(f"stopped {gateway.label} (pid {gateway.pid}, {exit_words(status)})", markup=False)
 
 
 commands = [gateway_group]

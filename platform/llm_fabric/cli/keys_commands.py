@@ -41,7 +41,7 @@ def keys_init_command(site_repo: Path, private_key: Path | None) -> None:
     from llm_fabric.site import gitrepo
     from llm_fabric.trust.signatures import default_private_key_path, init_keys
 
-    pair = init_keys(site_repo, private_key or default_private_key_path(site_repo))
+    pair = init_keys(site_repo, private_key or default_private_key_path(site_repo, new_repo=True))
     commit = (
         gitrepo.commit_paths(site_repo, [pair.public_path], f"enrollment key {pair.key_id}")
         if gitrepo.is_repo(site_repo)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import (
     json_option,
     out_option,
@@ -242,7 +243,9 @@ def verify_command(
         how = f"signed by key {result.key_id}, NOT checked against a trusted key"
     else:
         how = "NOT signed (hashes only)"
-    console.print(f"[green]intact[/]: {out}: {result.files} files match the manifest, {how}", markup=True)
+    console.print(
+        f"[green]intact[/]: {out}: {wording.count(result.files, 'file')} match the manifest, {how}", markup=True
+    )
     if not result.authenticated:
         console.print(f"[yellow]note[/]: {integrity_only}", markup=True)
 
@@ -412,11 +415,14 @@ def status_command(site_repo: Path, store: Path | None, as_json: bool) -> None:
     if as_json:
         print_json(status)
         return
+    total: int = status["records"]  # type: ignore[assignment]
     console.print(
-        f"{status['store']}: {status['records']:,} records, {status['first_day'] or '-'} to {status['last_day'] or '-'}"
+        f"{status['store']}: {wording.count(total, 'record')}, "
+        f"{status['first_day'] or '-'} to {status['last_day'] or '-'}"
     )
-    for month, count in dict(status["months"]).items():  # type: ignore[call-overload]
-        console.print(f"  {month}: {count:,} records")
+    months: dict[str, int] = dict(status["months"])  # type: ignore[call-overload]
+    for month, records in months.items():
+        console.print(f"  {month}: {wording.count(records, 'record')}")
     last: dict[str, Any] | None = status["last_ingest"]  # type: ignore[assignment]
     if last:
         console.print(
@@ -446,7 +452,7 @@ def check_command(site_repo: Path, store: Path | None, month: str) -> None:
     path = site_store(site_repo, store)
     with LedgerStore(path, read_only=True, memory_limit="1GB") as ledger:
         records = checked_usage(ledger.con, period, path)
-    console.print(f"{path}: {month}'s rollups agree with its {records.records_in_month:,} records")
+    console.print(f"{path}: {month}'s rollups agree with its {wording.count(records.records_in_month, 'record')}")
 
 
 @ledger_group.command("sample")
@@ -474,7 +480,9 @@ def sample_command(site_repo: Path, month: str, count: int, seed: int, out: Path
     period = Month.parse(month)
     # plain load_site: sample records for a local file, spread over deployments and tenants; no node is used
     sample_month(out, load_site(site_repo), period, count, seed=seed)
-    console.print(f"wrote {out}: {count:,} sample request record(s) of {period} (seed {seed})", markup=False)
+    console.print(
+        f"wrote {out}: {wording.count(count, 'sample request record')} of {period} (seed {seed})", markup=False
+    )
 
 
 commands = [report_command, exporter_command, ledger_group]

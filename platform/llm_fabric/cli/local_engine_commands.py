@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.engine_commands import ENGINE_NAMES
 from llm_fabric.cli.output import console, print_json
 from llm_fabric.engine.local.server import cpu_stand_in_args, cpu_stand_in_env, start_engine
@@ -233,7 +234,7 @@ def burst_command(
             seed=seed,
         )
         sent = send_burst(url, served_model or name, planned, deployment=name, concurrency=concurrency, api_key=api_key)
-        what = f"{len(sent)} requests"
+        what = wording.count(len(sent), "request")
     else:
         planned_sessions = plan_sessions(
             sessions,

@@ -12,7 +12,6 @@ import importlib
 import os
 import signal
 import sys
-import threading
 import traceback
 from types import FrameType
 
@@ -20,7 +19,7 @@ import click
 from rich.text import Text
 
 from llm_fabric import __version__
-from llm_fabric.cli.output import err_console
+from llm_fabric.cli.output import err_console, interrupted
 from llm_fabric.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, FabricError
 
 COMMANDS: dict[str, str] = {
@@ -58,7 +57,7 @@ class ClosedPipe(Exception):
 
 
 # SIGINT seen: libraries may turn the KeyboardInterrupt into an error of their own (see main)
-_sigint = threading.Event()
+_sigint = interrupted  # spinners read it too (cli.output)
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
+from llm_fabric import wording
 from llm_fabric.cli.options import json_option, keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
 from llm_fabric.errors import PolicyRefusal
@@ -96,7 +97,7 @@ def plan_command(
     if not plan.deployable:  # the reasons are in the output above; the edge shows this once, with exit 3
         count = len(plan.violations) + len(plan.shortfalls)
         refused = plan.rollout.refused if plan.rollout is not None else []
-        what = f"{count} problem{'s' if count != 1 else ''}"
+        what = wording.count(count, "problem")
         if refused and not plan.violations and all(s.out_of_service for s in plan.shortfalls):
             # only the rollout refuses it: the deployments and their outage, in the message
             raise PolicyRefusal(
@@ -104,7 +105,7 @@ def plan_command(
                 hint=refused[0].to_problem().hint,
             )
         if refused:
-            what += f", {len(refused)} refused rollout{'s' if len(refused) != 1 else ''}"
+            what += f", {wording.count(len(refused), 'refused rollout')}"
         raise PolicyRefusal(f"the plan for `{plan.federation}` is incomplete ({what}, listed above)")
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import json_option, keyring_option, out_option, site_repo_option
 from llm_fabric.cli.output import console, print_json, print_problems
 
@@ -45,7 +46,7 @@ def init_command(directory: Path, example: str | None, key_path: Path | None) ->
 
     result = init_site(directory, example, key_path)
     what = f"example `{example}`" if example else "empty skeleton"
-    console.print(f"created site repo [bold]{result.root}[/] from {what}: {len(result.files)} files")
+    console.print(f"created site repo [bold]{result.root}[/] from {what}: {wording.count(len(result.files), 'file')}")
     console.print(f"schemas in {result.root / 'schemas'}; first commit {result.commit or '(none)'}")
     if result.key is not None:
         console.print(
@@ -87,11 +88,12 @@ def validate_command(site_repo: Path, as_json: bool, base_rev: str | None, keyri
     print_problems("problems", report.problems)
     print_problems("policy violations", report.violations, style="yellow")
     print_problems("warnings", report.warnings, style="yellow")
-    counts = ", ".join(f"{v} {k}" for k, v in report.summary.items())
+    counts = ", ".join(wording.count(v, k.removesuffix("s"), k) for k, v in report.summary.items())
+    shown = Path.cwd() if site_repo == Path() else site_repo  # "valid: ." names no folder
     if report.exit_code == 0:
-        console.print(f"[green]valid[/]: {site_repo} ({counts})")
+        console.print(f"[green]valid[/]: {shown} ({counts})", markup=True)
     else:
-        console.print(f"[red]not valid[/]: {site_repo}" + (f" ({counts})" if counts else ""))
+        console.print(f"[red]not valid[/]: {shown}" + (f" ({counts})" if counts else ""), markup=True)
     return report.exit_code
 
 

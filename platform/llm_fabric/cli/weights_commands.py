@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from llm_fabric import wording
 from llm_fabric.cli.options import plan_option, site_option, site_repo_option
-from llm_fabric.cli.output import console
+from llm_fabric.cli.output import console, err_console
 
 if TYPE_CHECKING:
     from llm_fabric.site.loader import SiteRepo
@@ -68,12 +69,14 @@ def _needed(site_repo: Path, plan_file: Path | None, site_id: str | None) -> tup
 def _print_pins(result: PinResult, needed: dict[str, list[str]]) -> None:
     for p in result.checkpoints:
         console.print(
-            f"{p.state:9} {p.checkpoint}@{p.revision[:12]}: {p.files} files, {p.size} bytes "
+            f"{p.state:9} {p.checkpoint}@{p.revision[:12]}: {wording.count(p.files, 'file')}, {p.size} bytes "
             f"(for {', '.join(needed[p.checkpoint])})",
             markup=False,
         )
     what = "written" if result.written else "unchanged"
-    console.print(f"{result.lock_path}: {what} ({len(result.checkpoints)} checkpoints needed)", markup=False)
+    console.print(
+        f"{result.lock_path}: {what} ({wording.count(len(result.checkpoints), 'checkpoint')} needed)", markup=False
+    )
 
 
 @weights_group.command("stage")
@@ -93,11 +96,11 @@ def stage_command(site_repo: Path, plan_file: Path | None, cache: Path | None, s
       HF_ENDPOINT=https://hf-mirror.example.org fabric weights stage -C ./site --plan plan.json
       fabric weights stage -C ./site --plan plan.json --site vienna --cache /var/lib/llm-fabric/models
     """
-    from llm_fabric.weights.stage import stage_checkpoints
+    from llm_fabric.weights.stage import hub_endpoint, stage_checkpoints
 
+    endpoint, token = hub_endpoint(os.environ.get("HF_ENDPOINT")), os.environ.get("HF_TOKEN") or None
     site, needed = _needed(site_repo, plan_file, site_name)
     hf_home = (cache or _default_cache()) / "hf"
-    endpoint, token = os.environ.get("HF_ENDPOINT") or None, os.environ.get("HF_TOKEN") or None
     staged, result = stage_checkpoints(site, hf_home, list(needed), endpoint=endpoint, token=token)
     for s in staged:
         console.print(f"{s.action:10} {s.checkpoint}@{s.revision[:12]}", markup=False)
@@ -142,7 +145,58 @@ def verify_command(site_repo: Path, cache: Path | None, checkpoints: tuple[str, 
 
     hf_home = (cache or _default_cache()) / "hf"
     for v in verify_cache(load_site(site_repo), hf_home, list(checkpoints)):
-        console.print(f"ok {v.checkpoint}@{v.revision[:12]}: {v.files} files, {v.size} bytes", markup=False)
+        console.print(
+            f"ok {v.checkpoint}@{v.revision[:12]}: {wording.count(v.files, 'file')}, {v.size} bytes", markup=False
+        )
 
 
 commands = [weights_group]
+
+
+@weights_group.command("mirror")
+@click.option(
+    "--serve",
+    "folder",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A folder of checkpoints, each ORG/NAME/ with its files (as `hf download --local-dir` leaves them).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
+@click.option("--port", default=0, type=click.IntRange(0, 65535), help="The port (default: a free one, printed).")
+@click.option(
+    "--detach", is_flag=True, help="Run in the background: print its URL once it listens (stdout), and return."
+)
+@click.option(
+    "--idle-stop",
+    default=0.0,
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Stop after this long without a request (0: never).",
+)
+def mirror_command(folder: Path, host: str, port: int, detach: bool, idle_stop: float) -> None:
+    """Serve a folder of checkpoints as a Hugging Face Hub mirror, for HF_ENDPOINT.
+
+    Each checkpoint is served at one fixed commit, with the endpoints huggingface_hub downloads through:
+    what `fabric weights stage` reads on a machine without internet access, and a way to try it. In the
+    foreground it serves until Ctrl-C; with --detach it prints only its URL on stdout (what it says about
+    itself goes to stderr), so `export HF_ENDPOINT=$(fabric weights mirror --serve DIR --detach)` works.
+
+    \b
+    Examples:
+      fabric weights mirror --serve /srv/checkpoints --port 8731
+      export HF_ENDPOINT=$(fabric weights mirror --serve ./checkpoints --detach --idle-stop 300)
+    """
+    from llm_fabric.weights.mirror import checkpoint_folders, hf_mirror, serve, start_detached
+
+    repos = checkpoint_folders(folder)
+    listed = f"{wording.count(len(repos), 'checkpoint')} from {folder} ({', '.join(repos)})"
+    if detach:
+        url, pid = start_detached(folder, host, port, idle_stop)
+        stops = f"after {idle_stop:g} s without a request or " if idle_stop else ""
+        err_console.print(f"mirror of {listed} at {url} (HF_ENDPOINT)", markup=False)
+        err_console.print(f"running in the background as pid {pid}; it stops {stops}with `kill {pid}`", markup=False)
+        click.echo(url)
+        return
+    with hf_mirror(repos, host, port) as mirror:
+        console.print(f"mirror of {listed} at {mirror.url} (HF_ENDPOINT); Ctrl-C stops it", markup=False)
+        serve(mirror, idle_stop)

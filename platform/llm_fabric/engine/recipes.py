@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from llm_fabric import wording
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.distribution import data_path, shipped_recipe_ids
 from llm_fabric.documents import load_model, suggest
@@ -298,7 +299,9 @@ def _load_dir(directory: Path) -> dict[str, Recipe]:
         except ConfigError as exc:
             problems.extend(exc.problems)
     if problems:
-        raise ConfigError(problems, summary=f"recipes in {directory} are not valid ({len(problems)} problems)")
+        raise ConfigError(
+            problems, summary=f"recipes in {directory} are not valid ({wording.count(len(problems), 'problem')})"
+        )
     return recipes
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from llm_fabric import wording
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.distribution import data_path
 from llm_fabric.documents import load_model
@@ -125,7 +126,7 @@ def _memory(ctx: _Context) -> _Outcome:
     total, floor = ctx.memory_gb(), ctx.threshold("aggregate_memory")
     ok = isinstance(floor, int | float) and total >= floor
     tier = "full tier" if ok else "limited tier: small models only"
-    return ok, total, f"{len(ctx.inventory.gpus)} GPUs, {total} GB in all ({tier})"
+    return ok, total, f"{wording.count(len(ctx.inventory.gpus), 'GPU')}, {total} GB in all ({tier})"
 
 
 def _bandwidth(ctx: _Context) -> _Outcome:
@@ -137,8 +138,8 @@ def _bandwidth(ctx: _Context) -> _Outcome:
 
 
 def _count(ctx: _Context) -> _Outcome:
-    count, floor = len(ctx.inventory.gpus), ctx.threshold("gpu_count")
-    return isinstance(floor, int | float) and count >= floor, count, f"{count} GPUs"
+    n, floor = len(ctx.inventory.gpus), ctx.threshold("gpu_count")
+    return isinstance(floor, int | float) and n >= floor, n, wording.count(n, "GPU")
 
 
 def _homogeneous(ctx: _Context) -> _Outcome:

@@ -47,6 +47,8 @@ def tenant_access(site: SiteRepo, policies: PolicySet, site_id: str, groups: dic
             groups=allow,
             tokens_per_month=budget.tokens_per_month,
             price_per_month=budget.price_per_month,
+            whole_tokens_per_month=budget.whole_tokens_per_month,
+            whole_price_per_month=budget.whole_price_per_month,
             fail_closed=budget.fail_closed,
             key_expiry=budget.key_expiry,
         )

@@ -54,6 +54,8 @@ class TenantBudget:
 
     tokens_per_month: int | None
     price_per_month: Decimal | None
+    whole_tokens_per_month: int | None  # the tenant's whole budget, of which the above is this site's share
+    whole_price_per_month: Decimal | None
     fail_closed: bool
     key_expiry: dict[str, datetime]
 
@@ -67,6 +69,8 @@ def tenant_budget(policies: PolicySet, tenant: Tenant, share: float) -> TenantBu
     return TenantBudget(
         tokens_per_month=math.floor(lim.tokens_per_month * share) if lim.tokens_per_month is not None else None,
         price_per_month=price,
+        whole_tokens_per_month=lim.tokens_per_month,
+        whole_price_per_month=lim.price_per_month,
         fail_closed=not external_fallback_allowed(policies, tenant.data_classes),
         key_expiry={k.id: k.expires_at for k in tenant.keys if k.expires_at is not None},
     )

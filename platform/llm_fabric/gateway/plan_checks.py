@@ -4,6 +4,7 @@ replicas of one deployment configured differently (behind one model name they wo
 
 from __future__ import annotations
 
+from llm_fabric import wording
 from llm_fabric.errors import PolicyRefusal, Problem
 from llm_fabric.plan.document import Plan, ReplicaPlacement, SurgeReplica
 from llm_fabric.trust.sites import TrustedSite
@@ -31,7 +32,8 @@ def check_trusted_nodes(site: TrustedSite, replicas: list[ReplicaPlacement]) -> 
             )
     if problems:
         raise PolicyRefusal(
-            f"the gateway would route to {len(problems)} replica(s) on unknown or retired nodes", problems=problems
+            f"the gateway would route to {wording.count(len(problems), 'replica')} on unknown or retired nodes",
+            problems=problems,
         )
 
 

@@ -1,9 +1,10 @@
 """Write the gateway's files, and run the real LiteLLM proxy with them on 127.0.0.1 (`fabric gateway run`).
 
-LiteLLM lives in its own venv (`make gateway` builds `.venv-gateway`): its pins (click, rich,
-cryptography) are not the fabric's. The proxy imports the hooks from this checkout or wheel
-(PYTHONPATH), never calls out at start-up (LITELLM_LOCAL_MODEL_COST_MAP=True), and gets a random
-master key that nobody holds: every request goes through the fabric's key check.
+LiteLLM lives in its own venv (`make gateway` builds `.venv-gateway`; an installed fabric names one with
+FABRIC_GATEWAY_PYTHON): its pins (click, rich, cryptography) are not the fabric's. The proxy imports the
+hooks from this checkout or wheel (PYTHONPATH: a folder holding only a link to the package), never
+calls out at start-up (LITELLM_LOCAL_MODEL_COST_MAP=True), and gets a random master key that nobody
+holds: every request goes through the fabric's key check.
 
 The proxy is owned by the fabric that started it (docs/gateway.md, "Who owns the proxy"): it runs in
 its own process group, stopped as a whole, and with a parent-death signal, so it dies with the fabric
@@ -21,6 +22,7 @@ import secrets
 import signal
 import socket
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from llm_fabric.atomicio import write_atomic
@@ -151,9 +153,44 @@ def gateway_python(explicit: str | None = None) -> Path:
     if venv.is_file():
         return venv
     raise UsageError(
-        "LiteLLM is not installed for the fabric",
-        hint=f"run `make gateway` (builds {GATEWAY_VENV}) or set FABRIC_GATEWAY_PYTHON",
+        "LiteLLM is not installed for the fabric: the gateway runs it from a venv of its own "
+        "(its pins differ from the fabric's)",
+        hint=f"{install_steps()}; from a checkout, `make gateway` builds {GATEWAY_VENV} instead (docs/gateway.md)",
     )
+
+
+def _hooks_path(folder: Path) -> Path:
+    """A folder holding only `llm_fabric` (a link to this fabric's package), for the proxy's PYTHONPATH: the
+    hooks import from it, while an installed fabric's site-packages (its own pins of click, rich, ...)
+    stays off the proxy's path."""
+    path = folder / "pythonpath"
+    path.mkdir(exist_ok=True)
+    link = path / "llm_fabric"
+    if not link.is_symlink():
+        link.symlink_to(package_root() / "llm_fabric", target_is_directory=True)
+    return path
+
+
+def install_steps(venv: str = "~/.fabric-gateway") -> str:
+    """The commands that give an installed fabric its gateway venv: the fabric's `gateway` extra at its pins
+    (LiteLLM, Redis, the Prometheus client), then the variable naming it (the hooks come from this fabric:
+    `_hooks_path`)."""
+    wanted = ["litellm[proxy]"]
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        extra = [r for r in metadata.requires("llm-fabric") or [] if "extra == 'gateway'" in r.replace('"', "'")]
+        wanted = [r.split(";")[0].strip() for r in extra] or wanted
+    pins = " ".join(f"'{r}'" for r in wanted)
+    return (
+        f"python3 -m venv {venv} && {venv}/bin/pip install {pins}, then export FABRIC_GATEWAY_PYTHON={venv}/bin/python"
+    )
+
+
+def exit_words(status: int | None) -> str:
+    """A stopped process's status in words: `exit 0`, or the signal that ended it (`by SIGTERM`), not `-15`."""
+    if status is not None and status < 0:
+        with contextlib.suppress(ValueError):
+            return f"by {signal.Signals(-status).name}"
+    return f"exit {status}"
 
 
 def start_gateway(
@@ -191,7 +228,7 @@ def start_gateway(
             "LITELLM_MASTER_KEY": master_key or "sk-" + secrets.token_hex(24),
             SETTINGS_ENV: str(folder / SETTINGS_FILE),
             RECORDS_ENV: str(records),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(package_root()), env.get("PYTHONPATH", "")) if p),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(_hooks_path(folder)), env.get("PYTHONPATH", "")) if p),
             "LITELLM_LOG": env.get("LITELLM_LOG", "WARNING"),
             "NO_PROXY": "127.0.0.1,localhost",
         }

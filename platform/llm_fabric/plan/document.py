@@ -26,6 +26,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, ValidationError
 
+from llm_fabric import wording
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.engine.capacity.parallelism import Layout
@@ -474,11 +475,18 @@ class Plan(FabricModel):
             return self
         problems = [v.to_problem() for v in self.violations]
         problems += [s.to_problem() for s in self.shortfalls if not s.out_of_service]
-        problems += [d.to_problem() for d in (self.rollout.refused if self.rollout else [])]
+        refused = self.rollout.refused if self.rollout else []
+        problems += [d.to_problem() for d in refused]
+        hint = "run `fabric plan -C DIR` to see the placement and the reasons"
+        if refused and self.rollout is not None:  # only a plan against its base shows the outage it refused
+            hint = (
+                f"run `fabric plan -C DIR --base {self.rollout.base_revision}` to see the refused rollout; "
+                f"{refused[0].to_problem().hint}, then write the plan again"
+            )
         raise PolicyRefusal(
-            f"the plan for `{self.federation}` is incomplete ({len(problems)} problems)",
+            f"the plan for `{self.federation}` is incomplete ({wording.count(len(problems), 'problem')})",
             problems=problems,
-            hint="run `fabric plan -C DIR` to see the placement and the reasons",
+            hint=hint,
         )
 
 
@@ -520,7 +528,9 @@ def load_plan(path: Path) -> Plan:
             Problem(str(e["msg"]), file=path, field=".".join(str(s) for s in e["loc"]) or None, hint=_REGENERATE)
             for e in exc.errors(include_url=False)
         ]
-        raise ConfigError(problems, summary=f"{path} is not a valid plan ({exc.error_count()} problems)") from exc
+        raise ConfigError(
+            problems, summary=f"{path} is not a valid plan ({wording.count(exc.error_count(), 'problem')})"
+        ) from exc
 
 
 def _check_header(path: Path, data: Any) -> None:

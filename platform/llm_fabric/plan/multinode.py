@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from llm_fabric import wording
 from llm_fabric.engine.capacity.model import CapacityEstimate
 from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.recipes import Recipe
@@ -137,7 +138,8 @@ def _place(
     sessions_wanted = dep.target.concurrent_sessions if dep.target is not None else 0
     done = 0
     for key, members in sorted(groups.items()):
-        where = f"{len(members)} node(s) of {key[2]} x {key[1]} at {key[0]} (driver {key[3]}, owner {key[4]})"
+        nodes = wording.count(len(members), "node")
+        where = f"{nodes} of {key[2]} x {key[1]} at {key[0]} (driver {key[3]}, owner {key[4]})"
         no_fabric = [n.name for n in members if fabric_of(n) is None]
         fabrics: dict[str, list[NodeManifest]] = {}
         for node in members:

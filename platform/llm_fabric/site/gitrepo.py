@@ -16,6 +16,7 @@ from pathlib import Path
 
 from llm_fabric.atomicio import remove_temp_files, write_atomic
 from llm_fabric.errors import UsageError
+from llm_fabric.site.root import require_site_root
 
 _IDENTITY = {
     "GIT_AUTHOR_NAME": "llm-fabric",
@@ -39,6 +40,9 @@ def git(root: Path, *args: str, check: bool = True) -> str:
     except FileNotFoundError as exc:
         raise UsageError("git is not installed", hint="install git (apt-get install git)") from exc
     if check and proc.returncode != 0:
+        if "not a git repository" in proc.stderr:
+            # a command run outside the site repo: say so as every other command does (-C DIR), not git's words
+            require_site_root(root)
         raise UsageError(f"git {' '.join(args)} failed in {root}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout
 
@@ -160,6 +164,14 @@ def commit_to_branch(root: Path, branch: str, files: dict[str, str], message: st
         return commit
 
 
+def off_main_branch(root: Path) -> str | None:
+    """The branch checked out in `root` when it is not `main` and `main` exists (a commit made there lands on
+    a feature branch, not where the federation's nodes live); None otherwise, and outside a git repo."""
+    current = git(root, "symbolic-ref", "-q", "--short", "HEAD", check=False).strip()
+    has_main = git(root, "rev-parse", "-q", "--verify", "refs/heads/main", check=False).strip()
+    return current if current and current != "main" and has_main else None
+
+
 def is_checked_out(root: Path, branch: str | None) -> bool:
     """True when `branch` is the branch checked out in `root` (a command writing to it commits to the checkout)."""
     if branch is None:
@@ -171,15 +183,28 @@ def require_committed(root: Path, paths: Sequence[str], command: str) -> None:
     """UsageError (exit 2) naming the files among `paths` that differ from HEAD (modified, staged or untracked).
 
     A command that commits judges its change against these files but commits only its own: over
-    uncommitted edits it would leave a commit that `fabric validate` of the history rejects.
+    uncommitted edits it would leave a commit that `fabric validate` of the history rejects. The hint's
+    commands run as written: untracked files are added before the commit (`git commit PATH` refuses a
+    path git does not know, and `checkout --` cannot undo one), and a commit names its message.
     """
-    dirty = [line[3:] for line in git(root, "status", "--porcelain", "--", *paths).splitlines() if line.strip()]
-    if dirty:
-        raise UsageError(
-            f"{command} depends on uncommitted changes: {', '.join(dirty)}",
-            hint=f"commit them first (git -C {root} commit {' '.join(dirty)}), or undo them "
-            f"(git -C {root} checkout -- {' '.join(dirty)}); nothing was written",
-        )
+    lines = [line for line in git(root, "status", "--porcelain", "--", *paths).splitlines() if line.strip()]
+    if not lines:
+        return
+    untracked = [line[3:] for line in lines if line.startswith("??")]
+    tracked = [line[3:] for line in lines if not line.startswith("??")]
+    keep, drop = [], []
+    if tracked:
+        listed = " ".join(tracked)
+        keep.append(f'git -C {root} commit -qm "update {listed}" -- {listed}')
+        drop.append(f"git -C {root} checkout HEAD -- {listed}")
+    if untracked:
+        listed = " ".join(untracked)
+        keep.append(f'git -C {root} add -- {listed} && git -C {root} commit -qm "add {listed}"')
+        drop.append(f"move {listed} out of the repo ({' '.join(f'{root}/{u}' for u in untracked)})")
+    raise UsageError(
+        f"{command} depends on uncommitted changes: {', '.join(tracked + untracked)}",
+        hint=f"commit them first ({' && '.join(keep)}), or undo them ({'; '.join(drop)}); nothing was written",
+    )
 
 
 @contextmanager

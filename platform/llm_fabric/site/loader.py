@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from llm_fabric import wording
 from llm_fabric.distribution import shipped_recipe_ids
 from llm_fabric.documents import Document, read_yaml, suggest, validate_document
 from llm_fabric.errors import ConfigError, Problem
@@ -191,7 +192,9 @@ def load_site(root: Path) -> SiteRepo:
 def require_valid(root: Path, site: SiteRepo | None, problems: list[Problem]) -> SiteRepo:
     """`site` when `collect_site` found no problem; ConfigError listing every one otherwise."""
     if problems or site is None:
-        raise ConfigError(problems, summary=f"site repo {root} is not valid ({len(problems)} problems)")
+        raise ConfigError(
+            problems, summary=f"site repo {root} is not valid ({wording.count(len(problems), 'problem')})"
+        )
     return site
 
 

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from llm_fabric import __version__
+from llm_fabric import __version__, wording
 from llm_fabric.basemodel import FabricModel
 
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -322,7 +322,10 @@ class GpuInventory(FabricModel):
         """
         out = []
         if len(self.uuids) != self.count:
-            out.append(f"{self.count} GPUs but {len(self.uuids)} UUIDs: every GPU needs its UUID")
+            out.append(
+                f"{wording.count(self.count, 'GPU')} but {wording.count(len(self.uuids), 'UUID')}: "
+                "every GPU needs its UUID"
+            )
         for uuid in self.uuids:
             if not _REAL_UUID.match(uuid) or _PLACEHOLDER_UUID.search(uuid):
                 out.append(f"`{uuid}` is not a GPU UUID (the driver did not report one)")

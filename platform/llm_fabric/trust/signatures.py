@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.errors import UsageError
 from llm_fabric.site.models import NodeManifest, Signature
+from llm_fabric.site.root import require_site_root
 
 KEYS_DIR = "keys"
 PUBLIC_KEY_FILE = "enrollment.pub"
@@ -77,11 +78,17 @@ def verify_manifest(manifest: NodeManifest, public_keys: dict[str, Ed25519Public
     return None
 
 
-def default_private_key_path(site_root: Path) -> Path:
-    """`$FABRIC_ENROLLMENT_KEY`, else `<site repo>.enrollment.key` beside the repo (never inside it)."""
+def default_private_key_path(site_root: Path, *, new_repo: bool = False) -> Path:
+    """`$FABRIC_ENROLLMENT_KEY`, else `<site repo>.enrollment.key` beside the repo (never inside it).
+
+    The default is named after the repo, so a folder that is no site repo is the mistake to report (with
+    how to name the repo), not a key missing beside it; `new_repo` for the commands that make one.
+    """
     from_env = os.environ.get(KEY_ENV)
     if from_env:
         return Path(from_env)
+    if not new_repo:
+        require_site_root(site_root)
     resolved = site_root.resolve()
     return resolved.parent / f"{resolved.name}.enrollment.key"
 
@@ -96,7 +103,7 @@ class KeyPair:
 
 def init_keys(site_root: Path, private_path: Path | None = None, *, reuse: bool = False) -> KeyPair:
     """Create the federation's enrollment key pair: public key into the repo, private key outside it."""
-    private_path = private_path or default_private_key_path(site_root)
+    private_path = private_path or default_private_key_path(site_root, new_repo=True)
     public_path = site_root / KEYS_DIR / PUBLIC_KEY_FILE
     if private_path.resolve().is_relative_to(site_root.resolve()):
         raise UsageError(f"{private_path} is inside the site repo", hint="keep the private key outside the repo")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from llm_fabric import wording
 from llm_fabric.errors import PolicyRefusal, Problem
 from llm_fabric.site.loader import SiteRepo, collect_site, require_valid
 from llm_fabric.site.models import NodeManifest
@@ -136,7 +137,7 @@ def trusted_nodes(site: SiteRepo, keys: Keys | None = None) -> dict[str, NodeMan
     problems = untrusted_nodes(site, keys)
     if problems:
         raise PolicyRefusal(
-            f"{len(problems)} node manifest problem{'s' if len(problems) != 1 else ''}: "
+            f"{wording.count(len(problems), 'node manifest problem')}: "
             "untrusted nodes are never planned, rendered or provisioned",
             problems=problems,
             hint="`fabric validate` lists them; `fabric nodes verify` checks the signatures",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from llm_fabric import wording
 from llm_fabric.engine.runtime.weights_check import repo_folder
 from llm_fabric.errors import ConfigError, Problem, UsageError
 from llm_fabric.site.loader import SiteRepo
@@ -85,7 +86,8 @@ def pin_checkpoints(
             missing.append(Problem(exc.message, hint=exc.hint))
     if missing:
         raise ConfigError(
-            missing, summary=f"the model cache {hf_home} lacks {len(missing)} checkpoint(s) the plan needs"
+            missing,
+            summary=f"the model cache {hf_home} lacks {wording.count(len(missing), 'checkpoint')} the plan needs",
         )
     out: list[Pinned] = []
     for name in checkpoints:

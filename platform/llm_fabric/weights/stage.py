@@ -42,6 +42,25 @@ class Staged:
     action: Literal["downloaded", "reused"]
 
 
+def hub_endpoint(value: str | None) -> str | None:
+    """The mirror `HF_ENDPOINT` names (None: the Hub), or UsageError for a value huggingface_hub would
+    misread: set but empty (it builds URLs without a scheme from it, and its error talks of huggingface.co)
+    or not an http(s) URL."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise UsageError(
+            "HF_ENDPOINT is set but empty",
+            hint="unset it to download from huggingface.co (`unset HF_ENDPOINT`), or set it to the mirror's URL, "
+            "e.g. HF_ENDPOINT=http://127.0.0.1:8731",
+        )
+    if not value.strip().startswith(("http://", "https://")):
+        raise UsageError(
+            f"HF_ENDPOINT={value} is not a URL", hint="set it to the mirror's URL with its scheme: http://HOST:PORT"
+        )
+    return value.strip().rstrip("/")
+
+
 def _endpoint_hint(endpoint: str | None) -> str:
     where = f"HF_ENDPOINT={endpoint}" if endpoint else "the Hugging Face Hub (no HF_ENDPOINT set)"
     return f"is it on {where}? a private or gated repo needs HF_TOKEN"

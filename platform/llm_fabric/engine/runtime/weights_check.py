@@ -145,7 +145,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.checkpoint}: {len(problems)} problem(s) against weights.lock; {RESTAGE}")
         return 1
     total = sum(f.size for f in files)
-    print(f"{args.checkpoint}@{revision}: {len(files)} files, {total} bytes match weights.lock")
+    print(
+        f"{args.checkpoint}@{revision}: {len(files)} file{'s' if len(files) != 1 else ''}, "
+        f"{total} bytes match weights.lock"
+    )
     return 0
 
 

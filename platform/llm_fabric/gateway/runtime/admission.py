@@ -298,9 +298,20 @@ class Admission:
         spent = None
         if access.tokens_per_month is not None and tokens >= access.tokens_per_month:
             spent = f"{tokens} of its {access.tokens_per_month} tokens"
+            if access.whole_tokens_per_month not in (None, access.tokens_per_month):
+                # a store per site: each site admits its share, and the tenant knows only its whole budget
+                spent = (
+                    f"{tokens} of the {access.tokens_per_month} tokens that are this site's share "
+                    f"of its budget of {access.whole_tokens_per_month}"
+                )
         elif access.price_per_month is not None and nano >= access.price_per_month * NANO:
             price = Decimal(nano) / NANO
             spent = f"{price:.2f} of its {access.price_per_month:.2f} {self.currency}"
+            if access.whole_price_per_month not in (None, access.price_per_month):
+                spent = (
+                    f"{price:.2f} of the {access.price_per_month:.2f} {self.currency} that are this site's share "
+                    f"of its budget of {access.whole_price_per_month:.2f}"
+                )
         if spent is None:
             return None
         return Refusal(

@@ -46,6 +46,10 @@ class TenantAccess(FabricModel):
     price_per_month: Decimal | None = Field(
         None, description="the same in the reference currency, at the price ledger's reference prices"
     )
+    whole_tokens_per_month: int | None = Field(
+        None, description="the tenant's whole monthly token budget, of which tokens_per_month is this site's share"
+    )
+    whole_price_per_month: Decimal | None = Field(None, description="the same for price_per_month")
     fail_closed: bool = Field(
         False, description="restricted (a class that may not leave the federation): refused while the store is down"
     )

@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from llm_fabric import wording
 from llm_fabric.errors import UsageError
 from llm_fabric.ledger.report.books import Books, ContributorLine, contributor_ledger, draw_up
 from llm_fabric.ledger.report.month_report import MonthReport, money, token_row
@@ -180,7 +181,10 @@ def data_gaps(
             if lost := [d for d in elapsed if d not in have and d in days]:
                 gaps.append(f"request records: `{model}` has no records on {_ranges(lost)}")
         if records.records_outside_month and origin is not None and origin.files:
-            gaps.append(f"request records: {records.records_outside_month} records outside {month} were left out")
+            gaps.append(
+                f"request records: {wording.count(records.records_outside_month, 'record')} "
+                f"outside {month} were left out"
+            )
         if origin is not None and origin.bad:
             shown = "; ".join(origin.bad_listed[:5])
             gaps.append(f"request records: {origin.bad} bad record(s) left out ({shown})")
