@@ -9,7 +9,7 @@ import click
 
 from llm_fabric.cli.options import json_option, out_option, plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import FabricError, UsageError
+from llm_fabric.errors import UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.deploy.crd_validation import CheckReport
@@ -164,40 +164,12 @@ def provision_command(
       fabric provision hgx-h200-ceitec --site-repo ./site --plan plan.json   # its replicas' weights only
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
-    from llm_fabric.kube.options import StackOptions
-    from llm_fabric.nodes.provision import find_node, provision_node
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.playbook_runner import Target
-    from llm_fabric.trust.sites import load_trusted_site
+    from llm_fabric.nodes.provision_command import ProvisionRequest, provision, refuse_failed
 
-    site = load_trusted_site(site_repo)
-    manifest = find_node(site, node)
-    overrides: dict[str, str] = {}
-    for item in extra:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(
-                f"-e {item}: expected KEY=VALUE", hint="e.g. -e fabric_preflight_require_persistence=false"
-            )
-        overrides[key] = value
-    target = Target(
-        node,
-        address or manifest.host.hostname or node,
-        "local" if connection == "local" else "ssh",
-        user=ssh_user,
-        port=ssh_port,
-        key=ssh_key,
-    )
-    options = StackOptions(site_repo=site_repo)
-    result = provision_node(
-        site,
-        node,
-        target,
-        options=options,
-        mode="files" if mode == "files" else "full",
-        check=check,
-        overrides=overrides,
-        plan=load_plan(plan_file) if plan_file is not None else None,
+    result = provision(
+        ProvisionRequest(
+            node, site_repo, address, ssh_user, ssh_port, ssh_key, connection, mode, check, plan_file, extra
+        )
     )
     if as_json:
         print_json(result.as_dict())
@@ -207,15 +179,7 @@ def provision_command(
         )
         for failure in result.failures:
             console.print(f"  failed: {failure}", markup=False)
-    if result.succeeded:
-        return
-    # a failed task is the node's state or its settings (exit 2); a runner that did not finish is ours (1)
-    if result.status in ("successful", "failed"):
-        raise UsageError(
-            f"provision.yml failed on {node} ({len(result.failures)} failed tasks, listed above)",
-            hint="fix the node or its settings (-e KEY=VALUE), then run it again",
-        )
-    raise FabricError(f"provision.yml did not finish on {node}: {result.status}")
+    refuse_failed(result, node)
 
 
 commands = [render_command, provision_command]
