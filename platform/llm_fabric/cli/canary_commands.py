@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -43,21 +43,7 @@ if TYPE_CHECKING:
     help="Read the recorded references from this folder, not the site repo's canary/ (the rendered prober).",
 )
 @json_option("Print the verdicts as JSON.")
-def canary_command(
-    site_repo: Path,
-    plan_file: Path,
-    endpoints: tuple[str, ...],
-    prompts: tuple[str, ...],
-    timeout: float,
-    metrics_file: Path | None,
-    record: bool,
-    branch: str | None,
-    serve_at: str | None,
-    every: float,
-    prometheus_url: str | None,
-    references_dir: Path | None,
-    as_json: bool,
-) -> None:
+def canary_command(as_json: bool, **asked: Any) -> None:
     """Send the recipe's canary prompts to every replica directly and compare the answers (exit 3 on a failing replica).
 
     Each answer is compared with the deployment's recorded reference (canary/DEPLOYMENT.yaml in the
@@ -73,13 +59,9 @@ def canary_command(
     """
     from llm_fabric.live.canary_command import CanaryRequest, open_canary, record_answers, refuse_failing, serve_canary
 
-    canary = open_canary(
-        CanaryRequest(
-            site_repo, plan_file, endpoints, prompts, timeout, metrics_file, record, branch, serve_at, every,
-            prometheus_url, references_dir,
-        )
-    )  # fmt: skip
-    if serve_at is not None:
+    request = CanaryRequest(**asked)
+    canary = open_canary(request)
+    if request.serve_at is not None:
         serve_canary(canary, _say)
         return
     run = canary.run()
@@ -87,7 +69,7 @@ def canary_command(
         print_json(run.as_dict())
     else:
         _print(run)
-    if record:
+    if request.record:
         record_answers(canary, run, _say)
         return
     refuse_failing(run)

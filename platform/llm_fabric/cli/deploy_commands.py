@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -139,20 +139,7 @@ def _print_check(report: CheckReport) -> None:
 )
 @click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Override a role variable.")
 @json_option()
-def provision_command(
-    node: str,
-    site_repo: Path,
-    address: str | None,
-    ssh_user: str | None,
-    ssh_port: int | None,
-    ssh_key: Path | None,
-    connection: str,
-    mode: str,
-    check: bool,
-    plan_file: Path | None,
-    extra: tuple[str, ...],
-    as_json: bool,
-) -> None:
+def provision_command(as_json: bool, **asked: Any) -> None:
     """Run playbooks/provision.yml for an enrolled NODE: preflight, GPU runtime, kernels, weights cache, join.
 
     Variables come from the node manifest and the kernel matrix; -e overrides a role's variable
@@ -166,20 +153,18 @@ def provision_command(
     """
     from llm_fabric.nodes.provision_command import ProvisionRequest, provision, refuse_failed
 
-    result = provision(
-        ProvisionRequest(
-            node, site_repo, address, ssh_user, ssh_port, ssh_key, connection, mode, check, plan_file, extra
-        )
-    )
+    request = ProvisionRequest(**asked)
+    result = provision(request)
     if as_json:
         print_json(result.as_dict())
     else:
         console.print(
-            f"provision.yml on {node}: {result.status}, {result.changed} changed" + (" (check mode)" if check else "")
+            f"provision.yml on {request.node}: {result.status}, {result.changed} changed"
+            + (" (check mode)" if request.check else "")
         )
         for failure in result.failures:
             console.print(f"  failed: {failure}", markup=False)
-    refuse_failed(result, node)
+    refuse_failed(result, request.node)
 
 
 commands = [render_command, provision_command]
