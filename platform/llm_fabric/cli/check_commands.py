@@ -24,18 +24,6 @@ def check_group() -> None:
     """
 
 
-def endpoint_pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
-    out = []
-    for value in values:
-        name, sep, url = value.partition("=")
-        if not sep or not name or not url.startswith(("http://", "https://")):
-            raise UsageError(
-                f"--endpoint `{value}` is not REPLICA=URL", hint="e.g. --endpoint qwen3-5/0=http://127.0.0.1:8000"
-            )
-        out.append((name, url))
-    return out
-
-
 # what `check live` and `canary` share: the plan and each replica's own engine
 live_plan_option = plan_option("Plan from `fabric plan -o`: what each replica should run.", required=True)
 endpoints_option = click.option(
@@ -74,7 +62,7 @@ def live_command(
       fabric check live -C ./site --plan plan.json --endpoint qwen3-5/0=http://10.0.0.7:8000/v1
     """
     from llm_fabric.atomicio import write_atomic
-    from llm_fabric.live.drift import check_live, endpoints_of, exposition
+    from llm_fabric.live.drift import check_live, endpoint_pairs, endpoints_of, exposition
     from llm_fabric.plan.document import load_plan
     from llm_fabric.site.loader import load_site
 

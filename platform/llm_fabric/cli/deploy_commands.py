@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from llm_fabric import wording
 from llm_fabric.cli.options import json_option, out_option, plan_option, site_option, site_repo_option
 from llm_fabric.cli.output import console, print_json
-from llm_fabric.errors import FabricError, UsageError
+from llm_fabric.errors import UsageError
 
 if TYPE_CHECKING:
     from llm_fabric.deploy.crd_validation import CheckReport
@@ -143,20 +143,7 @@ def _print_check(report: CheckReport) -> None:
 )
 @click.option("-e", "--extra-var", "extra", multiple=True, metavar="KEY=VALUE", help="Override a role variable.")
 @json_option()
-def provision_command(
-    node: str,
-    site_repo: Path,
-    address: str | None,
-    ssh_user: str | None,
-    ssh_port: int | None,
-    ssh_key: Path | None,
-    connection: str,
-    mode: str,
-    check: bool,
-    plan_file: Path | None,
-    extra: tuple[str, ...],
-    as_json: bool,
-) -> None:
+def provision_command(as_json: bool, **asked: Any) -> None:
     """Run playbooks/provision.yml for an enrolled NODE: preflight, GPU runtime, kernels, weights cache, join.
 
     Variables come from the node manifest and the kernel matrix; -e overrides a role's variable
@@ -168,58 +155,20 @@ def provision_command(
       fabric provision hgx-h200-ceitec --site-repo ./site --plan plan.json   # its replicas' weights only
       fabric provision dgx-b200-01 --site-repo ./site -e fabric_join_command="kubeadm join ..."
     """
-    from llm_fabric.kube.options import StackOptions
-    from llm_fabric.nodes.provision import find_node, provision_node
-    from llm_fabric.plan.document import load_plan
-    from llm_fabric.playbook_runner import Target
-    from llm_fabric.trust.sites import load_trusted_site
+    from llm_fabric.nodes.provision_command import ProvisionRequest, provision, refuse_failed
 
-    site = load_trusted_site(site_repo)
-    manifest = find_node(site, node)
-    overrides: dict[str, str] = {}
-    for item in extra:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(
-                f"-e {item}: expected KEY=VALUE", hint="e.g. -e fabric_preflight_require_persistence=false"
-            )
-        overrides[key] = value
-    target = Target(
-        node,
-        address or manifest.host.hostname or node,
-        "local" if connection == "local" else "ssh",
-        user=ssh_user,
-        port=ssh_port,
-        key=ssh_key,
-    )
-    options = StackOptions(site_repo=site_repo)
-    result = provision_node(
-        site,
-        node,
-        target,
-        options=options,
-        mode="files" if mode == "files" else "full",
-        check=check,
-        overrides=overrides,
-        plan=load_plan(plan_file) if plan_file is not None else None,
-    )
+    request = ProvisionRequest(**asked)
+    result = provision(request)
     if as_json:
         print_json(result.as_dict())
     else:
         console.print(
-            f"provision.yml on {node}: {result.status}, {result.changed} changed" + (" (check mode)" if check else "")
+            f"provision.yml on {request.node}: {result.status}, {result.changed} changed"
+            + (" (check mode)" if request.check else "")
         )
         for failure in result.failures:
             console.print(f"  failed: {failure}", markup=False)
-    if result.succeeded:
-        return
-    # a failed task is the node's state or its settings (exit 2); a runner that did not finish is ours (1)
-    if result.status in ("successful", "failed"):
-        raise UsageError(
-            f"provision.yml failed on {node} ({len(result.failures)} failed tasks, listed above)",
-            hint="fix the node or its settings (-e KEY=VALUE), then run it again",
-        )
-    raise FabricError(f"provision.yml did not finish on {node}: {result.status}")
+    refuse_failed(result, request.node)
 
 
 commands = [render_command, provision_command]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -15,6 +14,7 @@ from llm_fabric.cli.output import FabricConsole, console, print_json
 
 if TYPE_CHECKING:
     from llm_fabric.engine.capacity.model import CapacityEstimate
+    from llm_fabric.engine.queries import OptionError
 
 # The engine's modules load recipes and the GPU catalog: imported inside the commands, so that other
 # `fabric` commands do not pay for them. llm_fabric.engine.capacity.model.DEFAULT_CONTEXT_TOKENS, spelled out
@@ -50,15 +50,6 @@ _max_num_seqs_option = click.option(
     default=None,
     help="Sequences a replica (each DP rank) runs at once (default: vLLM's for the GPU, 1024 on H100 and larger).",
 )
-
-
-def _users(value: str) -> int | str:
-    if value == "max":
-        return value
-    try:
-        return int(value)
-    except ValueError:
-        raise click.BadParameter(f"`{value}` is neither a number of sessions nor `max`") from None
 
 
 def _fmt(value: object) -> str:
@@ -160,29 +151,7 @@ def _print_estimate(est: CapacityEstimate) -> None:
 )
 @click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @json_option("Print one JSON object (a list with --site).")
-def capacity_command(
-    model: str | None,
-    gpu_id: str | None,
-    count: int | None,
-    gpus_per_node: int | None,
-    tp: int | None,
-    parallelism: str,
-    quantization: str | None,
-    kv_dtype: str | None,
-    context: int | None,
-    input_tokens: int | None,
-    output_tokens: int | None,
-    users: str,
-    itl_ms: float | None,
-    ttft_ms: float | None,
-    gpu_memory_utilization: float,
-    max_num_seqs: int | None,
-    site_dir: Path | None,
-    legacy_site_dir: Path | None,
-    engine: str,
-    attn_dp: int,
-    as_json: bool,
-) -> int:
+def capacity_command(site_dir: Path | None, legacy_site_dir: Path | None, as_json: bool, **asked: Any) -> int:
     """Whether a model fits a set of GPUs, how many sessions it carries and how fast.
 
     Speeds come twice: the ceiling (roofline: datasheet bandwidth and FLOPs, nothing else) and the
@@ -207,36 +176,14 @@ def capacity_command(
         site_dir = site_dir or legacy_site_dir
     if site_dir is not None:
         return _site(site_dir, as_json)
-    if not (model and gpu_id and count):
+    if not (asked["model"] and asked["gpu_id"] and asked["count"]):
         raise click.UsageError("--model, --gpu and --count are required (or -C DIR for a site repo)")
-    from llm_fabric.engine.backend import CapacityQuery
-    from llm_fabric.engine.backends import backend
-    from llm_fabric.engine.capacity.model import LatencyTarget
-    from llm_fabric.engine.recipes import get_recipe
-    from llm_fabric.hardware.catalog import load_gpu_catalog
+    from llm_fabric.engine.queries import CapacityRequest, OptionError, capacity_report
 
-    chosen = backend(engine)
-    if attn_dp != 1 and not chosen.attention_dp:
-        raise click.UsageError("--attn-dp is SGLang's (add --engine sglang)")
-    query = CapacityQuery(
-        get_recipe(model),
-        load_gpu_catalog().get(gpu_id),
-        count,
-        tensor_parallel_size=tp,
-        parallelism=parallelism,  # type: ignore[arg-type]
-        gpus_per_node=gpus_per_node,
-        quantization=quantization,
-        kv_cache_dtype=kv_dtype,
-        context_tokens=context,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        users=_users(users),  # type: ignore[arg-type]
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        latency_target=LatencyTarget(itl_ms, ttft_ms),
-        attn_dp_size=attn_dp,
-    )
-    report = chosen.capacity(query)
+    try:
+        report = capacity_report(CapacityRequest(**asked))
+    except OptionError as refused:
+        raise _click_error(refused) from None
     if as_json:
         print_json(report.as_dict())
     else:
@@ -319,24 +266,7 @@ def _site(site_dir: Path, as_json: bool) -> int:
 @click.option("--attn-dp", type=int, default=1, show_default=True, help="SGLang: attention data-parallel size.")
 @click.option("--ep", type=int, default=1, show_default=True, help="SGLang: expert-parallel size.")
 @json_option("Print {args, env, request_defaults, argv}.")
-def engine_args_command(
-    model: str,
-    gpu_id: str,
-    count: int,
-    tp: int | None,
-    parallelism: str,
-    node_rank: int,
-    quantization: str | None,
-    kv_dtype: str | None,
-    max_model_len: int | None,
-    gpu_memory_utilization: float,
-    max_num_seqs: int | None,
-    priority: bool,
-    engine: str | None,
-    attn_dp: int,
-    ep: int,
-    as_json: bool,
-) -> None:
+def engine_args_command(as_json: bool, **asked: Any) -> None:
     """Print the engine command and environment for a recipe on a GPU model.
 
     `vllm serve ...` or, with `--engine sglang`, `python3 -m sglang.launch_server ...`.
@@ -349,68 +279,22 @@ def engine_args_command(
       fabric engine-args --model deepseek-v3 --gpu h100-sxm --count 16 --node-rank 1   # the second node
       fabric engine-args --model deepseek-v3.2 --gpu b200 --count 8 --engine sglang --attn-dp 8 --ep 8
     """
-    from llm_fabric.engine.backends import backend
-    from llm_fabric.engine.capacity.model import estimate
-    from llm_fabric.engine.command import ServingArgs
-    from llm_fabric.engine.recipes import context_limit, get_recipe
-    from llm_fabric.hardware.catalog import load_gpu_catalog
+    from llm_fabric.engine.queries import EngineArgsRequest, OptionError, engine_args
 
-    recipe = get_recipe(model)
-    gpu = load_gpu_catalog().get(gpu_id)
-    layout = estimate(
-        recipe,
-        gpu,
-        count,
-        tensor_parallel_size=tp,
-        parallelism=parallelism,  # type: ignore[arg-type]
-        quantization=quantization,
-        kv_cache_dtype=kv_dtype,
-        context_tokens=context_limit(recipe, max_model_len),
-        gpu_memory_utilization=gpu_memory_utilization,
-    ).layout
-    engine = engine or recipe.engine
-    chosen = backend(engine)
-    own_sizes = (attn_dp, ep) != (1, 1)
-    if own_sizes and not chosen.attention_dp:
-        raise click.UsageError("--attn-dp and --ep are SGLang's (add --engine sglang); vLLM's is --parallelism")
-    serving = ServingArgs(
-        recipe,
-        gpu,
-        # the engine's own sizes, as given: then its tensor parallel size counts every GPU of the replica
-        layout=None if own_sizes else layout,
-        tensor_parallel_size=(tp or layout.gpus) if own_sizes else None,
-        attn_dp_size=attn_dp if own_sizes else None,
-        ep_size=ep if own_sizes else None,
-        node_rank=0 if own_sizes else node_rank,
-        quantization=quantization,
-        kv_cache_dtype=kv_dtype,
-        max_model_len=max_model_len,
-        gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs,
-        priority_scheduling=priority,
-    )
-    cmd = chosen.command(serving)
+    try:
+        args = engine_args(EngineArgsRequest(**asked))
+    except OptionError as refused:
+        raise _click_error(refused) from None
     if as_json:
-        print_json(cmd.as_dict() | {"engine": engine})
+        print_json(args.as_dict())
         return
-    for key, value in sorted(cmd.env.items()):
-        click.echo(f"export {key}={shlex.quote(value)}")
-    # vLLM's model is positional: it stays on the first line with `vllm serve`
-    head = len(cmd.launcher) + (1 if chosen.model_positional else 0)
-    click.echo(" \\\n    ".join(_pairs(cmd.argv(), head)))
-    if cmd.request_defaults:
-        click.echo(f"# request defaults for the gateway to inject: {cmd.request_defaults}")
+    for line in args.lines():
+        click.echo(line)
 
 
-def _pairs(argv: list[str], head: int = 3) -> list[str]:
-    """The first `head` words (`vllm serve MODEL`) on the first line, then each flag with its value on its own."""
-    out: list[str] = [" ".join(shlex.quote(a) for a in argv[:head])]
-    for item in argv[head:]:
-        if out and not item.startswith("--") and out[-1].startswith("--") and " " not in out[-1]:
-            out[-1] += " " + shlex.quote(item)
-        else:
-            out.append(shlex.quote(item))
-    return out
+def _click_error(refused: OptionError) -> click.UsageError:
+    """An option the engine refused, shown as click shows its own: the usage, then the error (exit 2)."""
+    return click.BadParameter(refused.message) if refused.value else click.UsageError(refused.message)
 
 
 @click.command("models")

@@ -8,10 +8,8 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from llm_fabric import wording
 from llm_fabric.cli.options import json_option, keyring_option, site_repo_option
 from llm_fabric.cli.output import console, err_console
-from llm_fabric.errors import PolicyRefusal
 
 if TYPE_CHECKING:  # the solver stack (OR-tools) is imported only when a plan is made
     from llm_fabric.plan.document import Plan, PlanDiff
@@ -69,44 +67,22 @@ def plan_command(
       fabric plan -C ./site -o plan.json && fabric render -C ./site --plan plan.json --out ./deploy
       fabric plan --base HEAD~1 --json          # inside the site repo
     """
-    from llm_fabric.plan.document import plan_json, write_plan
-    from llm_fabric.review.base import plan_repo
-    from llm_fabric.review.report import markdown
+    from llm_fabric.plan.document import plan_json
+    from llm_fabric.review.plan_command import PlanRequest, markdown_comment, plan_request, refuse_undeployable
 
-    reviewed = plan_repo(
-        site_repo,
-        base_rev,
-        keyring,
-        time_limit_s=time_limit,
+    reviewed = plan_request(
+        PlanRequest(site_repo, base_rev, keyring, output, time_limit),
         on_key_change=lambda change: err_console.print(f"key change: {change.describe()}", markup=False),
     )
-    plan, diff = reviewed.plan, reviewed.diff
-    if output is not None:
-        write_plan(plan, output)
     if as_json:
-        click.echo(plan_json(plan), nl=False)
+        click.echo(plan_json(reviewed.plan), nl=False)
     elif fmt == "markdown":
-        if reviewed.key_changes:  # the PR comment shows what the change does to the federation's keys, first
-            lines = "".join(f"- {c.describe()}\n" for c in reviewed.key_changes)
-            click.echo(f"### Key changes\n\n{lines}\n", nl=False)
-        click.echo(markdown(plan, diff), nl=False)
+        click.echo(markdown_comment(reviewed), nl=False)
     else:
-        _print_tables(plan, diff)
+        _print_tables(reviewed.plan, reviewed.diff)
     if output is not None and not as_json:
         console.print(f"plan written to {output}", markup=False)
-    if not plan.deployable:  # the reasons are in the output above; the edge shows this once, with exit 3
-        count = len(plan.violations) + len(plan.shortfalls)
-        refused = plan.rollout.refused if plan.rollout is not None else []
-        what = wording.count(count, "problem")
-        if refused and not plan.violations and all(s.out_of_service for s in plan.shortfalls):
-            # only the rollout refuses it: the deployments and their outage, in the message
-            raise PolicyRefusal(
-                f"the change to `{plan.federation}` is refused: " + "; ".join(d.to_problem().message for d in refused),
-                hint=refused[0].to_problem().hint,
-            )
-        if refused:
-            what += f", {wording.count(len(refused), 'refused rollout')}"
-        raise PolicyRefusal(f"the plan for `{plan.federation}` is incomplete ({what}, listed above)")
+    refuse_undeployable(reviewed.plan)  # the reasons are in the output above; the edge shows this once, with exit 3
 
 
 def _print_tables(plan: Plan, diff: PlanDiff | None) -> None:

@@ -75,6 +75,18 @@ class LiveCheck:
         }
 
 
+def endpoint_pairs(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise UsageError(
+                f"--endpoint `{value}` is not REPLICA=URL", hint="e.g. --endpoint qwen3-5/0=http://127.0.0.1:8000"
+            )
+        out.append((name, url))
+    return out
+
+
 def endpoints_of(plan: Plan, values: list[tuple[str, str]]) -> dict[tuple[str, int], str]:
     """`DEPLOYMENT/INDEX` -> engine base URL, each a replica of the plan (UsageError naming the plan's otherwise)."""
     known = {(r.deployment, r.index) for r in plan.replicas}
