@@ -131,7 +131,7 @@ def test_a_relay_key_file_that_is_no_key_is_refused_with_its_file_and_line(feder
     assert done.returncode == 2, done.stdout + done.stderr
     shown = " ".join((done.stdout + done.stderr).split())
     assert f"{site / 'keys' / 'gateway-relay' / 'vienna.pub'}:1" in shown, shown
-    assert "not an Ed25519 public key (PEM)" in shown, shown
+    assert "not an Ed25519 public key: it holds no PEM public key" in shown, shown
     assert f"{site / 'keys' / 'gateway-relay' / 'prague.pub'}:1" in shown, shown
     assert "`prague.pub` is not the relay key of a site that runs a gateway" in shown, shown
 

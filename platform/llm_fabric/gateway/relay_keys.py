@@ -53,13 +53,13 @@ def read_relay_keys(site: SiteRepo) -> tuple[dict[str, Ed25519PublicKey], list[P
             continue
         try:
             key = parse_public_key(path.read_bytes()[:65536], path)
-        except UsageError as exc:
-            key, why = None, exc.message
+        except UsageError:
+            key, why = None, "it holds no PEM public key"
         else:
             why = "it holds another kind of key"
         if key is None:
-            hint = f"write it with `fabric gateway relay-key {name} -C {site.root}`"
-            problems.append(Problem(f"not an Ed25519 public key (PEM): {why}", file=path, line=1, hint=hint))
+            hint = f"write it with `fabric gateway relay-key {name} -C {site.root} --replace`"
+            problems.append(Problem(f"not an Ed25519 public key: {why}", file=path, line=1, hint=hint))
             continue
         keys[name] = key
     return keys, problems
