@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +20,9 @@ from tests.deploy.rendered_site import Rendered
 from tests.fixtures.cli import fabric
 
 from llm_fabric.gateway.runtime.rotation import Rotation, parse_rotation
+from llm_fabric.kube import labels as L
 from llm_fabric.live.canary import CanaryRun
 from llm_fabric.live.prober import ProberState, rotation
-from llm_fabric.kube import labels as L
 from llm_fabric.plan.document import load_plan
 
 

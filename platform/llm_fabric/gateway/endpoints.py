@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from llm_fabric.gateway.budgets import COUNTERS_NAME, COUNTERS_PORT
+from llm_fabric.kube import labels as L
 from llm_fabric.observability.canary import direct_service_name
 from llm_fabric.plan.document import Plan
-from llm_fabric.kube import labels as L
 from llm_fabric.serving.workloads import site_surges, surge_name
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import ExternalProvider, GatewayConfig

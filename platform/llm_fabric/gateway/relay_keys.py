@@ -21,6 +21,7 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.errors import Problem, UsageError
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.paths import check_name, repo_path, unsafe_entry
+from llm_fabric.site.validation import Finding
 from llm_fabric.trust.signatures import RELAY_KEYS_DIR, parse_public_key, raw_public_bytes
 
 
@@ -28,28 +29,25 @@ def relay_key_path(root: Path, site: str) -> Path:
     return root / RELAY_KEYS_DIR / f"{site}.pub"
 
 
-def read_relay_keys(site: SiteRepo) -> tuple[dict[str, Ed25519PublicKey], list[Problem]]:
-    """The gateway sites' public relay keys by site, and a Problem (file:1) for each file that is not one."""
+def read_relay_keys(site: SiteRepo) -> tuple[dict[str, Ed25519PublicKey], list[Finding]]:
+    """The public relay keys of the sites that run a gateway, by site, and a Finding (file:1) for each file
+    that is no such key: a config problem, or a warning for the key of a site of fabric.yaml that runs none
+    (not rendered: a relay never enters there)."""
     folder = site.root / RELAY_KEYS_DIR
     keys: dict[str, Ed25519PublicKey] = {}
-    problems: list[Problem] = []
+    findings: list[Finding] = []
     if (unsafe := unsafe_entry(folder)) is not None:
-        return keys, [unsafe]
+        return keys, [Finding("config", unsafe)]
     running = site.config.gateway_sites()
     for path in sorted(folder.iterdir()) if folder.is_dir() else []:
         if (unsafe := unsafe_entry(path)) is not None:
-            problems.append(unsafe)
+            findings.append(Finding("config", unsafe))
             continue
         name = path.name.removesuffix(".pub")
-        if not path.name.endswith(".pub") or name not in running:
-            problems.append(
-                Problem(
-                    f"`{path.name}` is not the relay key of a site that runs a gateway",
-                    file=path,
-                    line=1,
-                    hint=f"name it SITE.pub, SITE one of {', '.join(running)}; or remove it",
-                )
-            )
+        if not path.name.endswith(".pub") or name not in site.config.sites:
+            message = f"`{path.name}` is not the relay key of a site that runs a gateway"
+            hint = f"name it SITE.pub, SITE one of {', '.join(running)}; or remove it"
+            findings.append(Finding("config", Problem(message, file=path, line=1, hint=hint)))
             continue
         try:
             key = parse_public_key(path.read_bytes()[:65536], path)
@@ -59,10 +57,16 @@ def read_relay_keys(site: SiteRepo) -> tuple[dict[str, Ed25519PublicKey], list[P
             why = "it holds another kind of key"
         if key is None:
             hint = f"write it with `fabric gateway relay-key {name} -C {site.root} --replace`"
-            problems.append(Problem(f"not an Ed25519 public key: {why}", file=path, line=1, hint=hint))
-            continue
-        keys[name] = key
-    return keys, problems
+            findings.append(
+                Finding("config", Problem(f"not an Ed25519 public key: {why}", file=path, line=1, hint=hint))
+            )
+        elif name not in running:
+            message = f"site `{name}` runs no gateway: its relay key is not rendered"
+            hint = f"remove {path.name}, or add `{name}:` under gateway.sites"
+            findings.append(Finding("warning", Problem(message, file=path, line=1, hint=hint)))
+        else:
+            keys[name] = key
+    return keys, findings
 
 
 def peers_document(keys: dict[str, Ed25519PublicKey]) -> str:
@@ -76,9 +80,7 @@ def create_relay_key(site: SiteRepo, site_id: str, private_out: Path, *, replace
     must be outside the repo, and its public key to keys/gateway-relay/SITE.pub. Returns the public key's path."""
     check_name(site_id, "site")
     if site_id not in site.config.gateway_sites():
-        raise UsageError(
-            f"site `{site_id}` runs no gateway", hint=f"one of {', '.join(site.config.gateway_sites())}"
-        )
+        raise UsageError(f"site `{site_id}` runs no gateway", hint=f"one of {', '.join(site.config.gateway_sites())}")
     if private_out.resolve().is_relative_to(site.root.resolve()):
         raise UsageError(
             f"{private_out} is inside the site repo {site.root}: a private key is never committed",

@@ -5,8 +5,9 @@
 - one key hash under two tenants is a config problem (exit 2): the gateway could not tell them apart;
 - a data class with no gateway at a site its sovereignty rule allows is a policy violation (exit 3): its
   requests would have to enter, and be metered, in a jurisdiction the rule keeps them out of;
-- a file of keys/gateway-relay/ that is not SITE.pub of a gateway site holding an Ed25519 public key is a
-  config problem (exit 2): the rendered gateways would believe relays by it (gateway/relay_keys.py).
+- a file of keys/gateway-relay/ that is not SITE.pub of a site of fabric.yaml holding an Ed25519 public key
+  is a config problem (exit 2): the rendered gateways would believe relays by it (gateway/relay_keys.py);
+  the key of a site that runs no gateway is a warning (it is not rendered).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def check_entry_gateways(site: SiteRepo) -> list[Finding]:
 
 
 def check_relay_keys(site: SiteRepo) -> list[Finding]:
-    return [Finding("config", problem) for problem in read_relay_keys(site)[1]]
+    return read_relay_keys(site)[1]
 
 
 site_checks: list[SiteCheck] = [check_external_providers, check_key_hashes, check_entry_gateways, check_relay_keys]

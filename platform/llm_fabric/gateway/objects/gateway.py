@@ -10,9 +10,11 @@ relays to another site's gateway with the federation's peer key (the Secret `fab
 same value at every site: a bearer that grants nothing alone) and an assertion signed with its own site's
 relay key (the Secret `fabric-gateway-relay-key`, key `relay.pem`, made by the operator in that site's
 cluster only, rendered only where the site repo has keys/gateway-relay/SITE.pub); the serving site believes
-it by the ConfigMap `fabric-gateway-relay-peers` (every gateway site's public key, from keys/gateway-relay/). With `routing: inference-extension`, per deployment a GIE InferencePool, its
-endpoint picker (Deployment, Service, ConfigMap with the scorers: prefix cache, queue, KV use;
-ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference Gateway to the pool;
+it by the ConfigMap `fabric-gateway-relay-peers` (every gateway site's public key, from keys/gateway-relay/).
+The gateway's entries reach each replica through its direct Service (the canary's); during a rollout it
+renders one per surge replica (`DEPLOYMENT-surge-INDEX-direct`). With `routing: inference-extension`, per
+deployment a GIE InferencePool, its endpoint picker (Deployment, Service, ConfigMap with the scorers:
+prefix cache, queue, KV use; ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference Gateway to the pool;
 the gateway's entries for its own site then go to that Gateway.
 """
 
@@ -26,8 +28,8 @@ import yaml
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.gateway.config import GatewayFiles, build_gateway, gateway_texts
 from llm_fabric.gateway.endpoints import surge_direct_service_name
-from llm_fabric.gateway.relay_keys import peers_document, read_relay_keys
 from llm_fabric.gateway.objects.inference_objectives import inference_objectives
+from llm_fabric.gateway.relay_keys import peers_document, read_relay_keys
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.inference import MODEL_HEADER
 from llm_fabric.gateway.runtime.relay import RELAY_KEY_ENV, RELAY_PEERS_ENV
