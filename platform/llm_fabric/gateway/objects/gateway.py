@@ -14,8 +14,8 @@ it by the ConfigMap `fabric-gateway-relay-peers` (every gateway site's public ke
 The gateway's entries reach each replica through its direct Service (the canary's); during a rollout it
 renders one per surge replica (`DEPLOYMENT-surge-INDEX-direct`). With `routing: inference-extension`, per
 deployment a GIE InferencePool, its endpoint picker (Deployment, Service, ConfigMap with the scorers:
-prefix cache, queue, KV use; ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference Gateway to the pool;
-the gateway's entries for its own site then go to that Gateway.
+prefix cache, queue, KV use; ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the
+inference Gateway to the pool; the gateway's entries for its own site then go to that Gateway.
 """
 
 from __future__ import annotations
