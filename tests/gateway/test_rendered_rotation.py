@@ -84,5 +84,9 @@ def test_a_draining_replica_leaves_the_rendered_rotation_and_its_sibling_stays(r
     model_list = _litellm(rendered, "brno")["model_list"]
     group = [e for e in model_list if e["model_name"] == "mistral-small-4@public"]
     assert {e["model_info"].get("fabric_replica") for e in group} == {"mistral-small-4/0", "mistral-small-4/1"}
-    kept = asyncio.run(gateway.keep(group))
+    loop = asyncio.new_event_loop()  # not asyncio.run: it leaves no current loop for later tests (Pulumi's)
+    try:
+        kept = loop.run_until_complete(gateway.keep(group))
+    finally:
+        loop.close()
     assert [e["model_info"]["fabric_replica"] for e in kept] == ["mistral-small-4/1"], kept
