@@ -18,6 +18,7 @@ from llm_fabric.gateway.store_checks import site_checks as gateway_store_checks
 from llm_fabric.ledger.site_checks import site_checks as ledger_checks
 from llm_fabric.policies.gate import site_checks as policy_checks
 from llm_fabric.policies.spares import site_checks as spare_checks
+from llm_fabric.review.weights_diff import lock_at, lock_refusals
 from llm_fabric.site.loader import REFERENCE_CHECKS, collect_site
 from llm_fabric.site.validation import SiteCheck, ValidationReport
 from llm_fabric.trust.root import TrustRoot, trust_root
@@ -48,6 +49,9 @@ def validate_site(root: Path, base_rev: str | None = None, keyring: Path | None 
         report.violations += trust.refused
     if site is None:
         return report
+    if base_rev is not None:
+        # weights.lock is trusted only as a reviewed change (review/weights_diff.py)
+        report.violations += lock_refusals(root, lock_at(root, base_rev), site.weights_lock, base_rev)
     report.summary = {
         "sites": len(site.config.sites),
         "nodes": len(site.nodes),

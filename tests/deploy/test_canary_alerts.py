@@ -70,7 +70,7 @@ def test_the_rules_pass_promtool_check(rules_file: Path) -> None:
     assert PROMTOOL is not None
     result = subprocess.run([PROMTOOL, "check", "rules", str(rules_file)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 4 rules found" in result.stdout
+    assert "SUCCESS: 5 rules found" in result.stdout
 
 
 def test_a_replica_that_disagrees_with_its_siblings_pages_and_its_siblings_do_not(
@@ -174,6 +174,30 @@ def test_a_failing_replica_warns_and_a_slow_canary_warns(rules_file: Path, tmp_p
             "eval_time": "17m",
             "alertname": "FabricCanarySlow",
             "exp_alerts": [expected("FabricCanarySlow", labels(1), "warning", slow_summary)],
+        },
+    ]
+    result = promtool_test(rules_file, tmp_path, inputs, cases)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_deployment_held_in_rotation_pages(rules_file: Path, tmp_path: Path) -> None:
+    """Issue 39 F3: every replica fails and no reference recorded for its fingerprint bears it out: the prober
+    keeps them in (live/prober.canary_holds) and says so; the alert pages once it lasts."""
+    inputs = [
+        series("fabric_canary_held_in_rotation", 0, "0 0 1x20"),
+        series("fabric_canary_held_in_rotation", 1, "0 0 1x20"),
+    ]
+    summary = (
+        "every replica of qwen3-5 at brno fails its canary, and no reference recorded for its configuration "
+        "bears it out: the replicas are kept in rotation"
+    )
+    where = {"site": "brno", "deployment": "qwen3-5"}
+    cases = [
+        {"eval_time": "4m", "alertname": "FabricCanaryHeldInRotation", "exp_alerts": []},
+        {
+            "eval_time": "10m",
+            "alertname": "FabricCanaryHeldInRotation",
+            "exp_alerts": [expected("FabricCanaryHeldInRotation", where, "critical", summary)],
         },
     ]
     result = promtool_test(rules_file, tmp_path, inputs, cases)

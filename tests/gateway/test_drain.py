@@ -37,8 +37,9 @@ from tests.live.plans import DEPLOYMENT, plan_of, planned_site
 from llm_fabric.cli.main import main
 from llm_fabric.engine.process import free_port
 from llm_fabric.gateway.runtime.rotation import REFRESH_S
+from llm_fabric.names import CANARY_PORT, CANARY_SERVICE
 from llm_fabric.plan.document import load_plan
-from llm_fabric.serving.probes import CANARY_PORT, CANARY_SERVICE, ROTATION_MARGIN_S
+from llm_fabric.serving.probes import ROTATION_MARGIN_S
 
 pytestmark = [pytest.mark.slow]
 

@@ -143,7 +143,16 @@ def test_no_lock_no_check(staged: tuple[Path, Path, Path], tmp_path: Path) -> No
 def test_lock_diff_in_plan_base(staged: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     site, cache, plan = staged
     assert _lock(site, cache, plan, capsys)[0] == 0
-    assert commit_paths(site, [site / "weights.lock"], "pin gpt-oss-120b") is not None
+    # `lock` pins what a cache filled by other means holds: nothing says the commit is on the repo's main,
+    # so the review refuses it until the entry says why it is accepted
+    assert main(["plan", "-C", str(site), "--base", "HEAD"]) == 3
+    err = capsys.readouterr().err
+    assert f"weights.lock: {CHECKPOINT}@{REVISION}: the revision was not staged from `main` (no recorded ref)" in err
+    lock = site / "weights.lock"
+    lock.write_text(
+        lock.read_text().replace(f"revision: {REVISION}\n", f"revision: {REVISION}\n    accept_ref: ours\n")
+    )
+    assert commit_paths(site, [lock], "pin gpt-oss-120b") is not None
     capsys.readouterr()
     # pinning restarts gpt-oss-120b's replicas (their pods gain the check); they are at brno and vienna, whose
     # controllers do not wait for each other: the review refuses the outage (docs/weights.md "The review")
@@ -179,6 +188,7 @@ def test_lock_diff_in_plan_base(staged: tuple[Path, Path, Path], capsys: pytest.
             ],
             "bytes_before": 0,
             "bytes_after": size,
+            "remote_code_revision": None,
         }
     ]
 
@@ -229,3 +239,29 @@ def test_image_carries_the_streamer_vllm_asks_for() -> None:
     assert wanted, "vLLM has no `runai` extra any more: --load-format runai_streamer needs another source"
     minimum = wanted[0].split(">=")[1].split(";")[0].split(",")[0].strip()
     assert f'"runai-model-streamer>={minimum}"' in dockerfile and "import runai_model_streamer" in dockerfile
+
+
+def test_a_trust_remote_code_checkpoint_names_the_revision_whose_code_runs(
+    staged: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39 F2: a recipe with trust_remote_code runs the checkpoint repo's code at the pinned revision;
+    the review's weights table says so. (No shipped recipe sets it: gpt-oss-120b's is given it here.)"""
+    from llm_fabric.engine.recipes import _default_recipes
+
+    recipes = _default_recipes()
+    monkeypatch.setitem(recipes, "gpt-oss-120b", recipes["gpt-oss-120b"].model_copy(update={"trust_remote_code": True}))
+    site, cache, plan = staged
+    assert _lock(site, cache, plan, capsys)[0] == 0
+    lock = site / "weights.lock"
+    lock.write_text(
+        lock.read_text().replace(f"revision: {REVISION}\n", f"revision: {REVISION}\n    accept_ref: ours\n")
+    )
+    capsys.readouterr()
+    assert main(["plan", "-C", str(site), "--base", "HEAD"]) == 3  # the rollout's outage, as above
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if CHECKPOINT in line and "added" in line)
+    assert f"- -> {REVISION[:12]} (trust_remote_code)" in row
+    assert f"trust_remote_code: the engine pods of {CHECKPOINT} run the code of its revision {REVISION}" in out
+    assert main(["plan", "-C", str(site), "--base", "HEAD", "--json"]) == 3
+    [weights] = json.loads(capsys.readouterr().out)["diff"]["weights"]
+    assert weights["remote_code_revision"] == REVISION

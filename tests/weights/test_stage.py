@@ -4,6 +4,7 @@ downloads nothing; the pod's check and `plan --base` then read what stage wrote.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -123,3 +124,76 @@ def test_a_file_corrupted_after_staging_is_refused_by_the_pod(
     rc, out = _stage(site_repo, plan, cache, capsys)
     assert rc == 2 and "model.safetensors differs from the lock" in out and "delete the snapshot" in out
     assert (site_repo / "weights.lock").read_text() == lock
+
+
+def _git(site: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=site, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def _edit_lock(site: Path, old: str, new: str) -> None:
+    lock = site / "weights.lock"
+    text = lock.read_text()
+    assert old in text
+    lock.write_text(text.replace(old, new, 1))
+    _git(site, "commit", "-qam", "hand-edited weights.lock")
+
+
+def test_a_hand_edited_sha256_is_refused_by_validate_and_plan_against_the_base(
+    site_repo: Path, tmp_path: Path, mirror: Mirror, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39 F2: the lock is trusted only as a reviewed change: stage, commit, then a branch that keeps the
+    revision but changes a hash passes neither `validate --base` nor `plan --base` (exit 3)."""
+    plan, cache = tmp_path / "plan.json", tmp_path / "models"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan)]) == 0
+    rc, out = _stage(site_repo, plan, cache, capsys)
+    assert rc == 0, out
+    commit = commit_of(CHECKPOINT)
+    assert commit_paths(site_repo, [site_repo / "weights.lock"], "stage gpt-oss-120b") is not None
+    base = _git(site_repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    _git(site_repo, "checkout", "-qb", "edited")
+
+    real = mirror.repos[CHECKPOINT]["model.safetensors"].sha256
+    _edit_lock(site_repo, real, real[:-1] + ("1" if real[-1] == "0" else "0"))  # one hex digit
+    for command in (["validate", "-C", str(site_repo), "--base", base], ["plan", "-C", str(site_repo), "--base", base]):
+        capsys.readouterr()
+        rc = main(command)
+        out = "".join(capsys.readouterr())
+        assert rc == 3, out
+        assert f"weights.lock: {CHECKPOINT}@{commit}: the same revision pins other files or hashes" in out, out
+        assert "(model.safetensors)" in out and "a commit's files never change" in out
+    # the edit would only have shown up at the pods' next restart: the cache holds the real bytes
+    capsys.readouterr()
+    assert main(["weights", "verify", "-C", str(site_repo), "--cache", str(cache)]) == 2
+    assert "model.safetensors has sha256 " in "".join(capsys.readouterr())
+
+
+def test_a_revision_not_staged_from_main_needs_an_accepted_reason(
+    site_repo: Path, tmp_path: Path, mirror: Mirror, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39 F2: a revision is any commit of the Hub repo (a pull request's too): one whose entry does not
+    say `ref: main` is refused by the review until the entry says why it is accepted (`accept_ref`)."""
+    plan, cache = tmp_path / "plan.json", tmp_path / "models"
+    assert main(["plan", "-C", str(site_repo), "-o", str(plan)]) == 0
+    assert _stage(site_repo, plan, cache, capsys)[0] == 0
+    commit = commit_of(CHECKPOINT)
+    base = _git(site_repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    _git(site_repo, "checkout", "-qb", "pr-revision")
+    # as a hand-written entry (or one staged from refs/pr/1) reads: another ref than main
+    lock = site_repo / "weights.lock"
+    assert f"revision: {commit}\n    ref: main\n" in lock.read_text()  # where stage resolved it
+    lock.write_text(lock.read_text().replace("ref: main", "ref: refs/pr/1"))
+    commit_paths(site_repo, [lock], "pin a pull request's commit")
+    capsys.readouterr()
+    assert main(["validate", "-C", str(site_repo), "--base", base]) == 3
+    out = "".join(capsys.readouterr())
+    assert f"weights.lock: {CHECKPOINT}@{commit}: the revision was not staged from `main` (ref `refs/pr/1`)" in out
+    assert "accept_ref: REASON" in out
+    capsys.readouterr()
+    assert main(["plan", "-C", str(site_repo), "--base", base]) == 3
+    assert "the revision was not staged from `main` (ref `refs/pr/1`)" in "".join(capsys.readouterr())
+
+    lock.write_text(lock.read_text().replace("ref: refs/pr/1", "ref: refs/pr/1\n    accept_ref: the fix we need"))
+    commit_paths(site_repo, [lock], "accept it")
+    capsys.readouterr()
+    assert main(["validate", "-C", str(site_repo), "--base", base]) == 0, "".join(capsys.readouterr())

@@ -12,6 +12,7 @@ from rich.table import Table
 from llm_fabric.cli.options import json_option, key_option, prometheus_option, site_repo_option
 from llm_fabric.cli.output import console, err_console, print_json
 from llm_fabric.errors import PolicyRefusal, Problem, UsageError
+from llm_fabric.names import XID_ALERT_PREFIX
 
 if TYPE_CHECKING:  # the plan and the Xid table load only when remediate runs
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -242,7 +243,7 @@ def nodes_uncordon_command(name: str, site_repo: Path, key_path: Path | None) ->
 @nodes_group.command("remediate")
 @site_repo
 @key_option
-@prometheus_option("Read the firing FabricGpuXid* alerts from this Prometheus (its HTTP API, /api/v1/alerts).")
+@prometheus_option(f"Read the firing {XID_ALERT_PREFIX}* alerts from this Prometheus (its HTTP API, /api/v1/alerts).")
 @click.option(
     "--node", "node", metavar="NODE", help="Name the faulty node yourself (with --xid), instead of --prometheus."
 )

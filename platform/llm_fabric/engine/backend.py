@@ -68,6 +68,41 @@ class ArgsCheck:
 
 
 @dataclass(frozen=True)
+class EngineMetrics:
+    """The engine's names of the series the fabric reads on its /metrics. The recording rules and alerts
+    (`observability.rules`), the dashboards and the ledger (`ledger.store.engine_usage`) select every
+    engine's name of one meaning (`engine.backends.series_selector`)."""
+
+    prompt_tokens: str  # counter: prompt tokens
+    cached_prompt_tokens: str  # counter: prompt tokens served from the prefix cache (the books' cached input)
+    generation_tokens: str  # counter: generated tokens
+    # counters of the prefix cache's lookups, in tokens; None: the engine has none, its hit rate is its
+    # cached prompt tokens over its prompt tokens
+    prefix_cache_hits: str | None
+    prefix_cache_queries: str | None
+    requests_finished: str  # counter: finished requests
+    requests_aborted: str | None  # counter: aborted requests `requests_finished` counts too; None: it does not
+    requests_running: str  # gauge: requests in flight
+    requests_waiting: str  # gauge: requests queued
+    kv_cache_usage: str  # gauge: the KV cache's used share, 0 to 1
+    preemptions: str  # counter: requests preempted (their KV cache evicted)
+    ttft_bucket: str  # histogram buckets: time to first token
+    itl_bucket: str  # inter-token latency
+    e2e_bucket: str  # a request's whole latency
+    prompt_tokens_bucket: str  # a request's prompt length
+
+    @property
+    def cache_hit_tokens(self) -> str:
+        """The numerator of the prefix-cache hit rate."""
+        return self.prefix_cache_hits or self.cached_prompt_tokens
+
+    @property
+    def cache_query_tokens(self) -> str:
+        """Its denominator."""
+        return self.prefix_cache_queries or self.prompt_tokens
+
+
+@dataclass(frozen=True)
 class ProbeTraits:
     """What the engine pod's probe program (`engine.runtime.probe`) is told of the engine at render time."""
 
@@ -105,6 +140,14 @@ class EngineBackend(Protocol):
     @property
     def container_env(self) -> Mapping[str, str]:
         """Set on every container of the engine, over the plan's environment."""
+
+    @property
+    def streamed_load_format(self) -> str | None:
+        """The `--load-format` that streams a staged checkpoint's safetensors to the GPUs; None: none known."""
+
+    @property
+    def metrics(self) -> EngineMetrics:
+        """Its names of the series the rules, the dashboards and the ledger read."""
 
     @property
     def probe_traits(self) -> ProbeTraits:

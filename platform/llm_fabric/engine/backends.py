@@ -9,7 +9,9 @@ and one line in `BACKENDS`.
 
 from __future__ import annotations
 
-from llm_fabric.engine.backend import EngineBackend
+from collections.abc import Callable
+
+from llm_fabric.engine.backend import EngineBackend, EngineMetrics
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.fingerprint import ConfigFingerprint, fingerprint, fingerprint_fields
 from llm_fabric.engine.recipes import EngineName, Recipe
@@ -26,6 +28,17 @@ def backend(name: str) -> EngineBackend:
         return BACKENDS[name]  # type: ignore[index]
     except KeyError:
         raise UsageError(f"no engine `{name}`", hint=f"use one of {', '.join(BACKENDS)}") from None
+
+
+def engine_series(pick: Callable[[EngineMetrics], str | None]) -> list[str]:
+    """Every engine's name of one series (`pick` of its metrics), in the registry's order; an engine without
+    one is left out."""
+    return [name for b in BACKENDS.values() if (name := pick(b.metrics)) is not None]
+
+
+def series_selector(pick: Callable[[EngineMetrics], str | None]) -> str:
+    """A PromQL selector of every engine's name of one series: `{__name__=~"vllm:a|sglang:b"}`."""
+    return '{__name__=~"' + "|".join(engine_series(pick)) + '"}'
 
 
 def deployment_engine(dep: Deployment, recipe: Recipe, site_default: EngineName | None = None) -> EngineName:

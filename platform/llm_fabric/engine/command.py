@@ -132,6 +132,18 @@ def checked(
     return Checked(quant, option, kv, length)
 
 
+def request_defaults(
+    recipe: Recipe, *, max_output_tokens: int | None = None, presence_penalty: float | None = None
+) -> dict[str, float | int]:
+    """What the gateway puts in every request, whichever engine serves it: the output cap, and the penalty
+    vLLM's generation override cannot set."""
+    out: dict[str, float | int] = {"max_tokens": max_output_tokens or recipe.generation.max_output_tokens}
+    penalty = presence_penalty if presence_penalty is not None else recipe.generation.presence_penalty
+    if penalty is not None:
+        out["presence_penalty"] = penalty
+    return out
+
+
 def generation_override(
     recipe: Recipe,
     *,

@@ -8,7 +8,8 @@ by the same `checked`), so what is fingerprinted is what runs.
 In (each can change the tokens a request gets back):
 - `engine`, `engine_version`: another engine or release samples, schedules and templates differently
   (the version is the backend's pinned release, the one its image is built from);
-- `checkpoint`, `revision`: the weights (`--revision` of the engine's arguments; None: not pinned);
+- `checkpoint`, `revision`: the weights (`--revision` of the engine's arguments, else the revision the
+  site's `weights.lock` pins, set by the plan (plan/figures.py); None: not pinned);
 - `quantization`, `kv_cache_dtype`: the arithmetic of the weights and of the attention cache;
 - `max_model_len`: which prompts are refused or truncated, and the default output room;
 - `tool_call_parser`, `reasoning_parser`, `chat_template` (the engine's own names: SGLang's differ),

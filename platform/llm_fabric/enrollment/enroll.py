@@ -22,6 +22,7 @@ from llm_fabric.enrollment.inventory import GpuDevice, HostFacts, Inventory
 from llm_fabric.enrollment.registry import Registration, load_nodes, refuse_claimed_gpus, register
 from llm_fabric.errors import ConfigError, PolicyRefusal, Problem, UsageError
 from llm_fabric.hardware.catalog import GpuSpec, load_gpu_catalog
+from llm_fabric.kube import labels as L
 from llm_fabric.playbook_runner import Connection, Target
 from llm_fabric.site import gitrepo
 from llm_fabric.site.loader import SiteRepo, collect_site
@@ -200,11 +201,11 @@ def _node_labels(
 ) -> dict[str, str]:
     """The fabric's labels, plus the keys the vendor's GPU feature discovery would set on the node."""
     labels = {
-        "fabric.llm/owner": request.owner,
-        "fabric.llm/tier": tier,
-        "fabric.llm/site": request.site,
-        "fabric.llm/jurisdiction": site.config.sites[request.site].jurisdiction.country,
-        "fabric.llm/gpu-model": gpus.catalog_id,
+        L.OWNER: request.owner,
+        L.TIER: tier,
+        L.SITE: request.site,
+        f"{L.PREFIX}/jurisdiction": site.config.sites[request.site].jurisdiction.country,
+        L.GPU_MODEL: gpus.catalog_id,
     }
     if gpus.vendor == "nvidia":
         major, _, minor = gpus.compute_capability.partition(".")

@@ -21,6 +21,7 @@ from pydantic import Field, ValidationError
 from llm_fabric.atomicio import write_atomic
 from llm_fabric.basemodel import FabricModel
 from llm_fabric.errors import UsageError
+from llm_fabric.names import ENGINE_CACHE_MODELS_DIR_VAR
 from llm_fabric.playbook_runner import Connection, Target, run_playbook
 
 PROBE_TASK = "Run the probes"
@@ -62,7 +63,7 @@ class ReadProbe:
     size_mib: int = DEFAULT_READ_PROBE_MIB
 
     def extravars(self) -> dict[str, object]:
-        return {"fabric_engine_cache_models_dir": self.models_dir, "fabric_enroll_read_probe_mib": self.size_mib}
+        return {ENGINE_CACHE_MODELS_DIR_VAR: self.models_dir, "fabric_enroll_read_probe_mib": self.size_mib}
 
 
 def gather(

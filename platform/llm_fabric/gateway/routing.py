@@ -14,10 +14,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from llm_fabric import names as N
 from llm_fabric.engine.backends import backend
+from llm_fabric.engine.command import request_defaults
 from llm_fabric.engine.recipes import DEFAULT_ENGINE, get_recipe
 from llm_fabric.engine.request_hooks import request_fields
-from llm_fabric.engine.vllm.command import request_defaults
 from llm_fabric.gateway.endpoints import Provider, SiteEndpoints
 from llm_fabric.gateway.plan_checks import member_id, plan_surges
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
@@ -130,7 +131,7 @@ def _external_entry(name: str, provider: Provider, timeout: float) -> Entry:
     return {
         "model_name": external_group(name),
         "litellm_params": params,
-        "model_info": {"id": external_group(name), "fabric_external": name},
+        "model_info": {"id": external_group(name), N.MODEL_INFO_EXTERNAL: name},
     }
 
 
@@ -172,7 +173,7 @@ def _group_entries(
     entries: list[Entry] = []
     for s in sites:
         slots = max(math.floor(dep.access.capacity * dep.per_site[s] / total), 1)
-        info: dict[str, Any] = {"id": f"{group}/{s}", "fabric_site": s, "fabric_deployment": dep.name}
+        info: dict[str, Any] = {"id": f"{group}/{s}", N.MODEL_INFO_SITE: s, N.MODEL_INFO_DEPLOYMENT: dep.name}
         model_name = group if s == sites[0] else relay_group(group, s)
         if s != endpoints.site_id:
             # the other site's gateway, asked for the same group: it serves the request from its own replicas
@@ -184,7 +185,7 @@ def _group_entries(
                 "max_parallel_requests": slots,
             }
             entries.append(
-                {"model_name": model_name, "litellm_params": params, "model_info": info | {"fabric_relay": s}}
+                {"model_name": model_name, "litellm_params": params, "model_info": info | {N.MODEL_INFO_RELAY: s}}
             )
             continue
         params = {
@@ -197,7 +198,7 @@ def _group_entries(
         if inference:
             params["extra_headers"] = {MODEL_HEADER: dep.name}
             # the hooks add the tenant (fairness id) and its band's objective per request
-            info["fabric_inference"] = True
+            info[N.MODEL_INFO_INFERENCE] = True
         own = _replica_entries(model_name, params, info, plan, dep.name, endpoints)
         entries += own or [{"model_name": model_name, "litellm_params": params, "model_info": info}]
     return entries
@@ -224,7 +225,7 @@ def _replica_entries(
         {
             "model_name": group,
             "litellm_params": params | {"api_base": url, "max_parallel_requests": share},
-            "model_info": info | {"id": f"{group}/{at}/{ident.split('/', 1)[1]}", "fabric_replica": ident},
+            "model_info": info | {"id": f"{group}/{at}/{ident.split('/', 1)[1]}", N.MODEL_INFO_REPLICA: ident},
         }
         for ident, url in own
     ]

@@ -12,18 +12,17 @@ from pydantic import Field
 
 from llm_fabric import __version__
 from llm_fabric.basemodel import FabricModel
-from llm_fabric.engine.sglang.backend import SGLANG
-from llm_fabric.engine.vllm.backend import VLLM
+from llm_fabric.engine.backends import backend
 
 # Each engine backend's `image_options` names the two fields of its image below.
 # Upstream vLLM plus llm-fabric's loop-guard plugin, built from engine/images/Dockerfile: every
 # generated engine command loads the plugin, which the stock image cannot import.
-DEFAULT_ENGINE_IMAGE = f"llm-fabric/vllm-openai:v{VLLM.version}-fabric{__version__}"
-DEFAULT_ENGINE_IMAGE_ROCM = f"llm-fabric/vllm-rocm:v{VLLM.version}-fabric{__version__}"
+DEFAULT_ENGINE_IMAGE = f"llm-fabric/vllm-openai:v{backend('vllm').version}-fabric{__version__}"
+DEFAULT_ENGINE_IMAGE_ROCM = f"llm-fabric/vllm-rocm:v{backend('vllm').version}-fabric{__version__}"
 # SGLang's release the SGLang commands are checked against, plus llm-fabric for the loop guard's
 # logit processor: engine/images/Dockerfile.sglang.
-DEFAULT_SGLANG_IMAGE = f"llm-fabric/sglang:v{SGLANG.version}-fabric{__version__}"
-DEFAULT_SGLANG_IMAGE_ROCM = f"llm-fabric/sglang-rocm:v{SGLANG.version}-fabric{__version__}"
+DEFAULT_SGLANG_IMAGE = f"llm-fabric/sglang:v{backend('sglang').version}-fabric{__version__}"
+DEFAULT_SGLANG_IMAGE_ROCM = f"llm-fabric/sglang-rocm:v{backend('sglang').version}-fabric{__version__}"
 
 
 class StackOptions(FabricModel):

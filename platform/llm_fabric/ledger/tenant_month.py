@@ -16,6 +16,7 @@ from pathlib import Path
 
 from prometheus_client.core import GaugeMetricFamily
 
+from llm_fabric import names as N
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.usage import RecordUsage
 from llm_fabric.site.loader import SiteRepo
@@ -82,18 +83,18 @@ def month_to_date(site: SiteRepo, site_root: Path, now: datetime, store: Path | 
 def tenant_month_metrics(months: Iterable[TenantMonth]) -> Iterator[GaugeMetricFamily]:
     """`fabric exporter`'s gauges of each tenant's month so far and its budgets."""
     tokens = GaugeMetricFamily(
-        "fabric_tenant_month_tokens", "Input + output tokens of each tenant this month so far.", labels=["tenant"]
+        N.TENANT_MONTH_TOKENS_METRIC, "Input + output tokens of each tenant this month so far.", labels=["tenant"]
     )
     price = GaugeMetricFamily(
-        "fabric_tenant_month_price",
+        N.TENANT_MONTH_PRICE_METRIC,
         "Each tenant's tokens this month so far at the reference prices, in the ledger currency.",
         labels=["tenant", "currency"],
     )
     tokens_budget = GaugeMetricFamily(
-        "fabric_tenant_budget_tokens", "Each tenant's tokens_per_month (tenants that have one).", labels=["tenant"]
+        N.TENANT_BUDGET_TOKENS_METRIC, "Each tenant's tokens_per_month (tenants that have one).", labels=["tenant"]
     )
     price_budget = GaugeMetricFamily(
-        "fabric_tenant_budget_price",
+        N.TENANT_BUDGET_PRICE_METRIC,
         "Each tenant's price_per_month in the ledger currency (tenants that have one).",
         labels=["tenant", "currency"],
     )

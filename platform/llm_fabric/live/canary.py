@@ -38,6 +38,13 @@ from llm_fabric.documents import load_model
 from llm_fabric.engine.recipes import CanaryPrompt, get_recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.live.drift import REACHABLE, check_replica
+from llm_fabric.names import (
+    CANARY_LATENCY_METRIC,
+    CANARY_PASS_METRIC,
+    CANARY_REFERENCE_METRIC,
+    CANARY_SIBLINGS_METRIC,
+    CANARY_TOKENS_METRIC,
+)
 from llm_fabric.plan.document import Plan, ReplicaPlacement
 
 CANARY_DIR = "canary"  # the site repo's folder of recorded references
@@ -53,12 +60,6 @@ CANARY_TOOL = {
 }
 
 State = Literal["pass", "fail", "unknown"]
-
-PASS_METRIC = "fabric_canary_replica_pass"
-SIBLINGS_METRIC = "fabric_canary_sibling_agreement"
-REFERENCE_METRIC = "fabric_canary_reference_agreement"
-LATENCY_METRIC = "fabric_canary_latency_seconds"
-TOKENS_METRIC = "fabric_canary_tokens"
 
 
 class ReferenceAnswer(FabricModel):
@@ -100,6 +101,8 @@ class ReplicaVerdict:
     siblings_agree: bool = True
     siblings: int = 0  # other replicas of the deployment asked in the same run
     reference_agrees: bool | None = None  # None: no reference applies
+    # the reference was recorded for this replica's own configuration fingerprint (not one without a fingerprint)
+    reference_matches: bool = False
 
     @property
     def name(self) -> str:
@@ -300,6 +303,7 @@ def judge_deployment(
     applies: dict[int, bool] = {}
     for r in asked:
         applies[r.index] = reference is not None and reference.fingerprint in (None, _fingerprint(r))
+        verdicts[r.index].reference_matches = reference is not None and reference.fingerprint == _fingerprint(r)
     if reference is not None and not any(applies.values()):
         notes.append(
             f"{reference.deployment}: the reference in {CANARY_DIR}/{reference.deployment}.yaml was recorded for "
@@ -437,23 +441,30 @@ def exposition(run: CanaryRun) -> str:
     """The verdicts as Prometheus text, per replica (site, deployment, replica index, node)."""
     registry = CollectorRegistry()
     labels = ["site", "deployment", "replica", "node"]
-    passed = Gauge(PASS_METRIC, "1 when the replica passed every canary prompt, else 0.", labels, registry=registry)
+    passed = Gauge(
+        CANARY_PASS_METRIC, "1 when the replica passed every canary prompt, else 0.", labels, registry=registry
+    )
     siblings = Gauge(
-        SIBLINGS_METRIC,
+        CANARY_SIBLINGS_METRIC,
         "1 when every canary answer agreed with the deployment's other replicas.",
         labels,
         registry=registry,
     )
     reference = Gauge(
-        REFERENCE_METRIC,
+        CANARY_REFERENCE_METRIC,
         "1 when every canary answer agreed with the recorded reference (absent: none applies).",
         labels,
         registry=registry,
     )
     latency = Gauge(
-        LATENCY_METRIC, "Seconds the replica took to answer a canary prompt.", [*labels, "prompt"], registry=registry
+        CANARY_LATENCY_METRIC,
+        "Seconds the replica took to answer a canary prompt.",
+        [*labels, "prompt"],
+        registry=registry,
     )
-    tokens = Gauge(TOKENS_METRIC, "Tokens of the replica's canary answer.", [*labels, "prompt"], registry=registry)
+    tokens = Gauge(
+        CANARY_TOKENS_METRIC, "Tokens of the replica's canary answer.", [*labels, "prompt"], registry=registry
+    )
     for v in run.replicas:
         values = (v.site, v.deployment, str(v.index), v.node)
         passed.labels(*values).set(0 if v.failures else 1)

@@ -5,10 +5,18 @@ then decides which replicas are out of the gateway's rotation: a replica whose c
 engine that is down fails it: no answer), whose node has a firing node-fatal Xid alert
 (`FabricGpuXidNodeFatal`) or is cordoned (`kube_node_spec_unschedulable`, both read from Prometheus
 when `--prometheus` is given; and a node the site repo marks cordoned), or that told it it is draining
-(its pod's preStop hook). A replica is back in as soon as a cycle finds none of these. It serves:
+(its pod's preStop hook). A replica is back in as soon as a cycle finds none of these.
+
+A failing canary cannot take a whole deployment out (`canary_holds`): it takes a replica out only while
+a sibling of the same deployment passes, or while the reference it failed was recorded for the
+replica's own configuration fingerprint. When every replica fails and no such reference bears the
+failure out (a reference of a configuration since changed and recorded without a fingerprint, an
+agreement that nothing passes), the canary may be what is wrong: the replicas stay in rotation and
+ready, and `fabric_canary_held_in_rotation` (alert `FabricCanaryHeldInRotation`) says so. It serves:
 
 - `GET /replicas/DEPLOYMENT/INDEX` -> `{"state": "pass"|"fail"|"unknown", ...}`: the canary verdict
   (the lanes' contract: a readiness probe may read it, and must fail open when the prober is away);
+  a failure held in rotation reads `unknown`, with `held` saying why;
 - `GET /rotation` -> every replica with `in_rotation` and its reasons: what the gateway's
   `gateway.runtime.rotation` reads;
 - `POST /replicas/DEPLOYMENT/INDEX/drain` (body `{"seconds": S}`, optional): the replica is going away
@@ -35,10 +43,23 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from llm_fabric.live.canary import CanaryRun, exposition
+from llm_fabric.names import (
+    CANARY_DRAIN,
+    CANARY_HEALTH,
+    CANARY_HELD_METRIC,
+    CANARY_IN_ROTATION_METRIC,
+    CANARY_METRICS,
+    CANARY_REPLICAS,
+    CANARY_ROTATION,
+    ROTATION_DEPLOYMENT,
+    ROTATION_IN,
+    ROTATION_REPLICA,
+    ROTATION_REPLICAS,
+    ROTATION_SITE,
+    XID_NODE_FATAL_ALERT,
+)
 from llm_fabric.plan.document import Plan
 
-NODE_FATAL_ALERT = "FabricGpuXidNodeFatal"  # observability/rules.XID_ALERTS' node-fatal alert
-ROTATION_METRIC = "fabric_canary_in_rotation"
 DRAINING = "draining"  # the reason a drain notice puts on a replica
 DRAIN_MARK_S = 180.0  # a notice without `seconds`: past any pod's termination grace (serving/probes.py)
 DRAIN_MARK_MAX_S = 3600.0
@@ -52,6 +73,7 @@ class RotationEntry:
     node: str
     state: str  # the canary's: pass, fail, unknown
     reasons: list[str]
+    held: str | None = None  # why a failing canary leaves the replica in (canary_holds)
 
     @property
     def in_rotation(self) -> bool:
@@ -59,22 +81,24 @@ class RotationEntry:
 
     def as_dict(self) -> dict[str, object]:
         return {
-            "replica": f"{self.deployment}/{self.index}",
-            "deployment": self.deployment,
+            ROTATION_REPLICA: f"{self.deployment}/{self.index}",
+            ROTATION_DEPLOYMENT: self.deployment,
             "index": self.index,
-            "site": self.site,
+            ROTATION_SITE: self.site,
             "node": self.node,
             "state": self.state,
-            "in_rotation": self.in_rotation,
+            ROTATION_IN: self.in_rotation,
             "reasons": self.reasons,
-        }
+        } | ({"held": self.held} if self.held else {})
 
 
 def prometheus_nodes_out(url: str, timeout: float = 10.0) -> tuple[dict[str, str], str | None]:
     """node -> why it is out (a firing node-fatal Xid alert, a cordoned Kubernetes node), and an error if
     Prometheus could not be asked (then nothing is taken out for it: the canary still judges answers)."""
     queries = {
-        f'ALERTS{{alertname="{NODE_FATAL_ALERT}",alertstate="firing"}}': f"node-fatal Xid alert {NODE_FATAL_ALERT}",
+        f'ALERTS{{alertname="{XID_NODE_FATAL_ALERT}",alertstate="firing"}}': (
+            f"node-fatal Xid alert {XID_NODE_FATAL_ALERT}"
+        ),
         "kube_node_spec_unschedulable == 1": "node cordoned (unschedulable)",
     }
     out: dict[str, str] = {}
@@ -92,29 +116,54 @@ def prometheus_nodes_out(url: str, timeout: float = 10.0) -> tuple[dict[str, str
     return out, None
 
 
+def canary_holds(run: CanaryRun) -> dict[tuple[str, int], str]:
+    """The failing replicas a canary failure does not take out, and why: no sibling of their deployment
+    passes and the reference they were compared with, if any, was not recorded for their own configuration
+    fingerprint. Taking them out would take the whole deployment out of its Service."""
+    passing = {v.deployment for v in run.replicas if not v.failures}
+    return {
+        (v.deployment, v.index): (
+            f"every replica of {v.deployment} fails its canary and no reference recorded for its configuration "
+            "fingerprint bears it out: kept in rotation (record a reference, or look at the canary)"
+        )
+        for v in run.replicas
+        if v.failures and v.deployment not in passing and not v.reference_matches
+    }
+
+
 def rotation(plan: Plan, run: CanaryRun, nodes_out: dict[str, str]) -> list[RotationEntry]:
     """Every replica of the plan with the reasons it is out of rotation (none: in)."""
     verdicts = {(v.deployment, v.index): v for v in run.replicas}
+    holds = canary_holds(run)
     entries = []
     for r in sorted(plan.replicas, key=lambda r: (r.deployment, r.index)):
         verdict = verdicts.get((r.deployment, r.index))
-        reasons = [f"canary: {f}" for f in verdict.failures] if verdict else []
+        held = holds.get((r.deployment, r.index))
+        reasons = [f"canary: {f}" for f in verdict.failures] if verdict and held is None else []
         for node in r.nodes:
             if node in nodes_out:
                 reasons.append(f"{node}: {nodes_out[node]}")
         state = verdict.state if verdict else "unknown"
-        entries.append(RotationEntry(r.deployment, r.index, r.site, r.node, state, reasons))
+        entries.append(RotationEntry(r.deployment, r.index, r.site, r.node, state, reasons, held))
     return entries
 
 
 def rotation_exposition(entries: list[RotationEntry]) -> str:
     lines = [
-        f"# HELP {ROTATION_METRIC} 1 while the gateway may route to the replica, 0 while it is taken out.",
-        f"# TYPE {ROTATION_METRIC} gauge",
+        f"# HELP {CANARY_IN_ROTATION_METRIC} 1 while the gateway may route to the replica, 0 while it is taken out.",
+        f"# TYPE {CANARY_IN_ROTATION_METRIC} gauge",
     ]
     for e in entries:
         labels = f'deployment="{e.deployment}",node="{e.node}",replica="{e.index}",site="{e.site}"'
-        lines.append(f"{ROTATION_METRIC}{{{labels}}} {1.0 if e.in_rotation else 0.0}")
+        lines.append(f"{CANARY_IN_ROTATION_METRIC}{{{labels}}} {1.0 if e.in_rotation else 0.0}")
+    lines += [
+        f"# HELP {CANARY_HELD_METRIC} 1 while the replica fails its canary but is kept in rotation: its whole "
+        "deployment fails and no reference recorded for its configuration bears the failure out.",
+        f"# TYPE {CANARY_HELD_METRIC} gauge",
+    ]
+    for e in entries:
+        labels = f'deployment="{e.deployment}",node="{e.node}",replica="{e.index}",site="{e.site}"'
+        lines.append(f"{CANARY_HELD_METRIC}{{{labels}}} {1.0 if e.held else 0.0}")
     return "\n".join(lines) + "\n"
 
 
@@ -187,14 +236,22 @@ class ProberState:
             return {
                 "state": "unknown",
                 "replica": f"{deployment}/{index}",
-                "in_rotation": entry.in_rotation if entry else True,
+                ROTATION_IN: entry.in_rotation if entry else True,
             }
-        return verdict.as_dict() | {"in_rotation": entry.in_rotation if entry else True, "checked_at": self.checked_at}
+        answer = verdict.as_dict() | {ROTATION_IN: entry.in_rotation if entry else True, "checked_at": self.checked_at}
+        if entry is not None and entry.held:
+            # readiness fails on `fail`: a held failure must not take the replica out of its Service
+            answer |= {"state": "unknown", "held": entry.held}
+        return answer
 
     def rotation_document(self) -> dict[str, object]:
         with self.lock:
             entries = self._entries()
-            return {"checked_at": self.checked_at, "replicas": [e.as_dict() for e in entries], "notes": self.notes}
+            return {
+                "checked_at": self.checked_at,
+                ROTATION_REPLICAS: [e.as_dict() for e in entries],
+                "notes": self.notes,
+            }
 
     def metrics(self) -> str:
         with self.lock:
@@ -229,13 +286,13 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
-            if parts == ["metrics"]:
+            if parts == [CANARY_METRICS]:
                 self._send(200, state.metrics(), "text/plain; version=0.0.4")
-            elif parts == ["rotation"]:
+            elif parts == [CANARY_ROTATION]:
                 self._send(200, json.dumps(state.rotation_document()))
-            elif parts == ["healthz"]:
+            elif parts == [CANARY_HEALTH]:
                 self._send(200, json.dumps({"ok": True, "checked_at": state.checked_at}))
-            elif len(parts) == 3 and parts[0] == "replicas" and parts[2].isdigit():
+            elif len(parts) == 3 and parts[0] == CANARY_REPLICAS and parts[2].isdigit():
                 self._send(200, json.dumps(state.replica(parts[1], int(parts[2]))))
             else:
                 self._send(404, json.dumps({"error": "GET /replicas/DEPLOYMENT/INDEX, /rotation or /metrics"}))
@@ -244,7 +301,8 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
             parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
-            if not (len(parts) == 4 and parts[0] == "replicas" and parts[2].isdigit() and parts[3] == "drain"):
+            drain = len(parts) == 4 and parts[0] == CANARY_REPLICAS and parts[2].isdigit() and parts[3] == CANARY_DRAIN
+            if not drain:
                 self._send(404, json.dumps({"error": f"POST {self.path}: only POST /replicas/DEPLOYMENT/INDEX/drain"}))
                 return
             seconds = _drain_seconds(raw)

@@ -17,6 +17,7 @@ from llm_fabric.hardware.catalog import load_gpu_catalog
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.options import StackOptions
+from llm_fabric.names import ENGINE_CACHE_MODELS_DIR_VAR
 from llm_fabric.plan.document import Plan
 from llm_fabric.playbook_runner import PlaybookResult, Target, control_machine, run_playbook
 from llm_fabric.site.models import NodeManifest
@@ -86,7 +87,7 @@ def provision_vars(
         "fabric_container_runtime_vendor": node.gpus.vendor,
         "fabric_kernels_architecture": architecture,
         "fabric_kernels_packages": kernel_packages(node),
-        "fabric_engine_cache_models_dir": options.model_cache_path,
+        ENGINE_CACHE_MODELS_DIR_VAR: options.model_cache_path,
         "fabric_engine_cache_images": [image],
         "fabric_engine_cache_weights": weights_vars(weights or WeightsLock(), only),
         "fabric_join_node_name": node.name,

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_fabric.errors import UsageError
-
-# the alert names of observability.rules.XID_ALERTS and XID_UNCLASSIFIED (deploy is a layer above)
-XID_ALERT_PREFIX = "FabricGpuXid"
+from llm_fabric.names import XID_ALERT_PREFIX
 
 
 @dataclass(frozen=True)

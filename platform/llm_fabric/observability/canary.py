@@ -17,9 +17,20 @@ from typing import Any
 from llm_fabric import __version__
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.names import (
+    CANARY_HELD_METRIC,
+    CANARY_LATENCY_METRIC,
+    CANARY_PASS_METRIC,
+    CANARY_PORT,
+    CANARY_PROBER_LABELS,
+    CANARY_REFERENCE_METRIC,
+    CANARY_ROTATION,
+    CANARY_SERVICE,
+    CANARY_SIBLINGS_METRIC,
+    canary_replica_path,
+)
 from llm_fabric.observability.rules import alert_rule
 from llm_fabric.plan.document import Plan, plan_json
-from llm_fabric.serving.probes import CANARY_PORT, CANARY_PROBER_LABELS, CANARY_SERVICE
 from llm_fabric.serving.workloads import ENGINE_LABELS, replica_name
 from llm_fabric.trust.sites import TrustedSite
 
@@ -35,11 +46,6 @@ PROBER_LABELS = CANARY_PROBER_LABELS
 LATENCY_THRESHOLD_S = 10
 
 
-def prober_url(namespace: str) -> str:
-    """Where the gateway and the readiness probes of this namespace reach the prober."""
-    return f"http://{NAME}.{namespace}.svc.cluster.local:{PORT}"
-
-
 def direct_service_name(deployment: str, index: int) -> str:
     return L.dns_name(deployment, str(index), "direct")
 
@@ -51,8 +57,7 @@ def rule_groups() -> list[dict[str, Any]]:
         alert_rule(
             "FabricCanaryReplicaDisagrees",
             # a replica the recorded reference bears out is not the odd one out
-            "fabric_canary_sibling_agreement == 0 unless on (site, deployment, replica, node) "
-            "fabric_canary_reference_agreement == 1",
+            f"{CANARY_SIBLINGS_METRIC} == 0 unless on (site, deployment, replica, node) {CANARY_REFERENCE_METRIC} == 1",
             "5m",
             "critical",
             f"replica {on_replica} answers the canary unlike the other replicas of its deployment",
@@ -61,7 +66,7 @@ def rule_groups() -> list[dict[str, Any]]:
         ),
         alert_rule(
             "FabricCanaryDeploymentChanged",
-            "max by (site, deployment) (fabric_canary_reference_agreement) == 0",
+            f"max by (site, deployment) ({CANARY_REFERENCE_METRIC}) == 0",
             "10m",
             "critical",
             "every replica of {{ $labels.deployment }} at {{ $labels.site }} disagrees with its canary reference",
@@ -70,15 +75,27 @@ def rule_groups() -> list[dict[str, Any]]:
         ),
         alert_rule(
             "FabricCanaryFailing",
-            "fabric_canary_replica_pass == 0",
+            f"{CANARY_PASS_METRIC} == 0",
             "5m",
             "warning",
             f"replica {on_replica} fails its canary prompts and is out of the gateway's rotation",
-            "GET http://fabric-canary:9400/replicas/{{ $labels.deployment }}/{{ $labels.replica }} names the prompt",
+            f"GET http://{NAME}:{PORT}{canary_replica_path('{{ $labels.deployment }}', '{{ $labels.replica }}')} "
+            "names the prompt",
+        ),
+        alert_rule(
+            "FabricCanaryHeldInRotation",
+            # live/prober.canary_holds: a canary that fails every replica cannot take the deployment out
+            f"max by (site, deployment) ({CANARY_HELD_METRIC}) == 1",
+            "5m",
+            "critical",
+            "every replica of {{ $labels.deployment }} at {{ $labels.site }} fails its canary, and no reference "
+            "recorded for its configuration bears it out: the replicas are kept in rotation",
+            f"GET http://{NAME}:{PORT}/{CANARY_ROTATION} says why; a reference of an older configuration (one "
+            "recorded without a fingerprint) is re-recorded with fabric canary --record after review",
         ),
         alert_rule(
             "FabricCanarySlow",
-            f"max by (site, deployment, replica, node) (fabric_canary_latency_seconds) > {LATENCY_THRESHOLD_S}",
+            f"max by (site, deployment, replica, node) ({CANARY_LATENCY_METRIC}) > {LATENCY_THRESHOLD_S}",
             "15m",
             "warning",
             f"replica {on_replica} took {{{{ $value }}}} s for a canary answer of a few tokens",

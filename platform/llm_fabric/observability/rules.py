@@ -3,10 +3,11 @@
 Each engine names its series its own way: vLLM (v1 engine) `vllm:prompt_tokens_total`,
 `vllm:kv_cache_usage_perc`, `vllm:prefix_cache_{hits,queries}_total`, `vllm:num_preemptions_total`...;
 SGLang (`--enable-metrics`) `sglang:prompt_tokens_total`, `sglang:token_usage`,
-`sglang:cached_tokens_total`, `sglang:num_retracted_requests_total`... `ENGINE_SERIES` pairs them
-by meaning; the recording rules select both names of a pair (`{__name__=~"vllm:a|sglang:b"}`) and
-aggregate them into one `fabric:*` series, so alerts, the dashboards and the ledger read one name
-whichever engine serves a deployment. SGLang's cached prompt tokens over its prompt tokens is the
+`sglang:cached_tokens_total`, `sglang:num_retracted_requests_total`... Each backend says its names
+(`engine.backend.EngineMetrics`) and `ENGINE_SERIES` names the meanings the rules read; the recording
+rules select every engine's name of one meaning (`{__name__=~"vllm:a|sglang:b"}`) and aggregate
+them into one `fabric:*` series, so alerts, the dashboards and the ledger read one name whichever
+engine serves a deployment. SGLang's cached prompt tokens over its prompt tokens is the
 prefix-cache hit ratio (vLLM counts hits and queries in tokens too). SGLang counts aborted requests
 in `sglang:num_requests_total`: succeeded requests are that minus `sglang:num_aborted_requests_total`.
 The PodMonitor of the serving stack relabels every engine series with `deployment`, `replica`,
@@ -23,8 +24,12 @@ warns with its value, so that a new Xid gets sorted into the table instead of go
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from llm_fabric import names as N
+from llm_fabric.engine.backend import EngineMetrics
+from llm_fabric.engine.backends import engine_series, series_selector
 from llm_fabric.hardware.xids import XidKind, XidTable, load_xid_table
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Bundle, Manifest
@@ -36,25 +41,32 @@ BY_DEPLOYMENT = "deployment, owner, site"
 BY_REPLICA = "deployment, replica, owner, site, node"
 
 # meaning -> (vLLM's series, SGLang's series)
-ENGINE_SERIES: dict[str, tuple[str, str]] = {
-    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
-    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
-    "cache_hit_tokens": ("vllm:prefix_cache_hits_total", "sglang:cached_tokens_total"),
-    "cache_query_tokens": ("vllm:prefix_cache_queries_total", "sglang:prompt_tokens_total"),
-    "requests_running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
-    "requests_waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage"),
-    "requests_finished": ("vllm:request_success_total", "sglang:num_requests_total"),
-    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
-    "ttft_bucket": ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket"),
+# meaning -> each engine's name of it
+ENGINE_SERIES: dict[str, Callable[[EngineMetrics], str]] = {
+    "prompt_tokens": lambda m: m.prompt_tokens,
+    "generation_tokens": lambda m: m.generation_tokens,
+    "cache_hit_tokens": lambda m: m.cache_hit_tokens,
+    "cache_query_tokens": lambda m: m.cache_query_tokens,
+    "requests_running": lambda m: m.requests_running,
+    "requests_waiting": lambda m: m.requests_waiting,
+    "kv_cache_usage": lambda m: m.kv_cache_usage,
+    "requests_finished": lambda m: m.requests_finished,
+    "preemptions": lambda m: m.preemptions,
+    "ttft_bucket": lambda m: m.ttft_bucket,
+    "itl_bucket": lambda m: m.itl_bucket,
+    "e2e_bucket": lambda m: m.e2e_bucket,
 }
-SGLANG_ABORTED = "sglang:num_aborted_requests_total"
 
 
 def either(meaning: str) -> str:
-    """A selector of both engines' series of one meaning."""
-    vllm, sglang = ENGINE_SERIES[meaning]
-    return f'{{__name__=~"{vllm}|{sglang}"}}'
+    """A selector of every engine's series of one meaning."""
+    return series_selector(ENGINE_SERIES[meaning])
+
+
+def _aborted() -> str:
+    """The aborted requests of the engines that count them among the finished ones."""
+    names = engine_series(lambda m: m.requests_aborted)
+    return names[0] if len(names) == 1 else series_selector(lambda m: m.requests_aborted)
 
 
 def _rate(meaning: str, window: str) -> str:
@@ -68,7 +80,7 @@ def _hit_ratio(window: str) -> str:
 # requests that finished well: vLLM counts them; SGLang counts all and its aborted ones apart
 _SUCCEEDED = (
     f"{_rate('requests_finished', '5m')} - ("
-    f"sum by ({BY_DEPLOYMENT}) (rate({SGLANG_ABORTED}[5m])) or {_rate('requests_finished', '5m')} * 0)"
+    f"sum by ({BY_DEPLOYMENT}) (rate({_aborted()}[5m])) or {_rate('requests_finished', '5m')} * 0)"
 )
 
 # name -> expression: per-deployment rates and gauges the ledger and the dashboard read
@@ -143,25 +155,25 @@ _ON_GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.node }}"
 # Xid class -> (alert, severity, what to do next)
 XID_ALERTS: dict[XidKind, tuple[str, str, str]] = {
     "node-fatal": (
-        "FabricGpuXidNodeFatal",
+        N.XID_NODE_FATAL_ALERT,
         "critical",
         # the reviewed change first (a cordon on a branch, the re-plan); the drain once it is merged
         "take the node out through a reviewed change: fabric nodes remediate -C SITE --node {{ $labels.node }} "
         "--xid {{ $value }} (docs/deploy.md), then drain it: playbooks/drain.yml",
     ),
     "replica-fatal": (
-        "FabricGpuXidReplicaFatal",
+        N.XID_REPLICA_FATAL_ALERT,
         "warning",
         "restart the engine on that GPU: kubectl delete pod -l app.kubernetes.io/component=engine "
         "--field-selector spec.nodeName={{ $labels.node }}",
     ),
     "application": (
-        "FabricGpuXidApplication",
+        N.XID_APPLICATION_ALERT,
         "info",
         "the workload's own fault: counted, pages nobody; read the engine's log if it recurs",
     ),
 }
-XID_UNCLASSIFIED = "FabricGpuXidUnclassified"
+XID_UNCLASSIFIED = N.XID_UNCLASSIFIED_ALERT
 
 
 def xid_alerts(table: XidTable) -> list[dict[str, Any]]:

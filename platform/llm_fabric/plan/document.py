@@ -291,6 +291,11 @@ class WeightsChange(FabricModel):
     files_changed: list[str] = Field(default_factory=list, description="paths whose size or sha256 differ")
     bytes_before: int = Field(0, ge=0)
     bytes_after: int = Field(0, ge=0)
+    remote_code_revision: str | None = Field(
+        None,
+        description="the revision whose code the engine pod runs: a recipe loading the checkpoint sets "
+        "trust_remote_code (None: none does, or the checkpoint is removed)",
+    )
 
 
 class PlanDiff(FabricModel):

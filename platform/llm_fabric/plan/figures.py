@@ -13,6 +13,7 @@ from llm_fabric.engine.capacity.model import CapacityEstimate
 from llm_fabric.engine.capacity.parallelism import Layout
 from llm_fabric.engine.command import ServingArgs
 from llm_fabric.engine.fingerprint import ConfigFingerprint
+from llm_fabric.engine.fingerprint import fingerprint as fingerprint_of
 from llm_fabric.engine.recipes import DEFAULT_ENGINE, EngineName, Recipe, context_limit
 from llm_fabric.hardware.catalog import GpuCatalog, GpuSpec
 from llm_fabric.plan.document import (
@@ -44,13 +45,19 @@ class EngineSetup:
     def replica_fields(self, lock: WeightsLock) -> dict[str, Any]:
         """What the plan records of it for every reader (`ReplicaPlacement`), resolved here once: the
         checkpoint and context length as the fingerprint has them (the engine's own `checked`), the
-        revision `lock` pins the checkpoint at."""
+        revision `lock` pins the checkpoint at, which is part of the fingerprint (other weights answer
+        otherwise: a canary reference recorded for one revision is not compared after a re-pin). The
+        engine opens the pinned snapshot offline, without `--revision`, so the lock is what says it; an
+        unpinned replica's fingerprint is the command's alone."""
         fields = self.fingerprint.fields
         locked = lock.checkpoints.get(fields.checkpoint)
+        config = self.fingerprint
+        if locked is not None and fields.revision is None:
+            config = fingerprint_of(fields.model_copy(update={"revision": locked.revision}))
         return {
             "engine_args": list(self.args),
             "engine_env": dict(self.env),
-            "config_fingerprint": self.fingerprint,
+            "config_fingerprint": config,
             "checkpoint": fields.checkpoint,
             "revision": locked.revision if locked is not None else None,
             "served_model_name": self.served_model_name,

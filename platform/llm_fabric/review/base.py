@@ -14,12 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llm_fabric.errors import PolicyRefusal
 from llm_fabric.plan.document import Plan, PlanDiff
 from llm_fabric.plan.planning import plan_site
 from llm_fabric.review.diff import diff_plans
 from llm_fabric.review.revision import checkout_revision
 from llm_fabric.review.rollout import plan_rollout
-from llm_fabric.review.weights_diff import diff_locks
+from llm_fabric.review.weights_diff import diff_locks, lock_refusals
+from llm_fabric.site.weights_lock import LOCK_FILE
 from llm_fabric.trust.root import KeyChange, trust_root
 from llm_fabric.trust.sites import load_trusted_site
 
@@ -53,9 +55,19 @@ def plan_repo(
         return ReviewedPlan(plan_site(site, time_limit_s=time_limit_s), None, trust.changes)
     with tempfile.TemporaryDirectory(prefix="fabric-base-") as tmp:
         base_site = load_trusted_site(checkout_revision(site_repo, base_rev, Path(tmp)), trust.base_keys)
+        refused = lock_refusals(site.root, base_site.weights_lock, site.weights_lock, base_rev)
+        if refused:
+            raise PolicyRefusal(
+                f"the change against {base_rev} pins weights in {LOCK_FILE} that its review cannot vouch for",
+                problems=refused,
+            )
         base_plan = plan_site(base_site, time_limit_s=time_limit_s)
         plan = plan_site(site, base_plan, time_limit_s=time_limit_s)
         diff = diff_plans(base_plan, plan, base_rev)
-        diff.weights = diff_locks(base_site.weights_lock, site.weights_lock)
+        remote_code = {r.checkpoint for r in plan.replicas if r.config_fingerprint.fields.trust_remote_code}
+        diff.weights = [
+            w.model_copy(update={"remote_code_revision": w.revision_after}) if w.checkpoint in remote_code else w
+            for w in diff_locks(base_site.weights_lock, site.weights_lock)
+        ]
         rollout = plan_rollout(site, base_plan, plan, base_rev)
     return ReviewedPlan(plan.model_copy(update={"diff": diff, "rollout": rollout}), diff, trust.changes)

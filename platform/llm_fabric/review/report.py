@@ -101,19 +101,26 @@ def _weights_diff(diff: PlanDiff) -> list[Section]:
         (
             w.checkpoint,
             w.change,
-            f"{(w.revision_before or '-')[:12]} -> {(w.revision_after or '-')[:12]}",
+            f"{(w.revision_before or '-')[:12]} -> {(w.revision_after or '-')[:12]}"
+            + (" (trust_remote_code)" if w.remote_code_revision else ""),
             f"{len(w.files_changed)}: {', '.join(w.files_changed[:3])}{', ...' if len(w.files_changed) > 3 else ''}",
             f"{_bytes(w.bytes_before)} -> {_bytes(w.bytes_after)}",
         )
         for w in diff.weights
     ]
     note = "a replica loading a changed checkpoint restarts; its pod checks the new files before the engine starts"
+    # the code a trust_remote_code recipe runs in the engine pod is the checkpoint repo's at this revision
+    remote = tuple(
+        f"trust_remote_code: the engine pods of {w.checkpoint} run the code of its revision {w.remote_code_revision}"
+        for w in diff.weights
+        if w.remote_code_revision
+    )
     return [
         Section(
             f"Changes against {diff.base_revision}: weights.lock",
             ("checkpoint", "change", "revision", "files changed", "size"),
             rows,
-            (note,),
+            (note, *remote),
         )
     ]
 

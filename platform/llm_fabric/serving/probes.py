@@ -29,7 +29,9 @@ from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.engine.reported import flag
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.runtime.probe import DEFAULT_TOKENS as LIVE_TOKENS
+from llm_fabric.names import CANARY_DRAIN, CANARY_PORT, CANARY_PROBER_LABELS, canary_replica_path
 from llm_fabric.names import ROTATION_REFRESH_S as REFRESH_S
+from llm_fabric.names import canary_url as prober_url
 from llm_fabric.plan.document import DeploymentCapacity, ReplicaPlacement
 
 PROBE_MODULE = "llm_fabric.engine.runtime.probe"
@@ -60,13 +62,6 @@ DRAIN_SETTLE_S = max(
     READINESS_PERIOD_S * READINESS_FAILURES + READINESS_PERIOD_S, math.ceil(REFRESH_S) + ROTATION_MARGIN_S
 )
 ENGINE_STOP_S = 15  # of the grace period, left for the engine's own shutdown after the drain
-
-# the canary prober (observability/canary.py renders it, from these): its Service, port and pod labels;
-# its verdict endpoint is GET /replicas/DEPLOYMENT/INDEX (docs/canary.md). Here, not there, because the
-# prober's module imports serving, which imports this one.
-CANARY_SERVICE = "fabric-canary"
-CANARY_PORT = 9400
-CANARY_PROBER_LABELS = {"app.kubernetes.io/name": CANARY_SERVICE, "app.kubernetes.io/component": "canary"}
 
 
 @dataclass(frozen=True)
@@ -124,12 +119,12 @@ def engine_port(args: list[str]) -> str:
 
 
 def canary_url(replica: ReplicaPlacement, namespace: str) -> str:
-    return f"http://{CANARY_SERVICE}.{namespace}.svc.cluster.local:{CANARY_PORT}/replicas/{replica.deployment}/{replica.index}"
+    return prober_url(namespace) + canary_replica_path(replica.deployment, replica.index)
 
 
 def drain_notice_url(replica: ReplicaPlacement, namespace: str) -> str:
     """The prober's `POST` that takes the replica out of the gateway's rotation (docs/canary.md)."""
-    return canary_url(replica, namespace) + "/drain"
+    return canary_url(replica, namespace) + "/" + CANARY_DRAIN
 
 
 def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTiming) -> list[str]:

@@ -16,15 +16,16 @@ from typing import Any
 from llm_fabric.engine.backends import backend
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Manifest
+from llm_fabric.names import MODELS_DIR, WEIGHTS_CONFIG_DIR, WEIGHTS_CONFIG_FILE
 from llm_fabric.plan.document import ReplicaPlacement
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.weights_lock import LockedCheckpoint
 
 CONFIGMAP = "llm-fabric-weights-lock"
-LOCK_KEY = "weights.json"
-MOUNT = "/etc/llm-fabric/weights"
+LOCK_KEY = WEIGHTS_CONFIG_FILE
+MOUNT = WEIGHTS_CONFIG_DIR
 VOLUME = "weights-lock"
-HF_HOME = "/models/hf"  # the engine container's HF_HOME (serving._container)
+HF_HOME = MODELS_DIR  # the engine container's HF_HOME (serving.workloads)
 CHECK_MODULE = "llm_fabric.engine.runtime.weights_check"
 REVISION_ANNOTATION = "llm-fabric.io/weights-revision"
 
@@ -44,7 +45,11 @@ def pinned_weights(site: SiteRepo, replica: ReplicaPlacement) -> PinnedWeights |
 def lock_configmap(namespace: str, pinned: list[PinnedWeights]) -> Manifest:
     """The site's pinned checkpoints (only those its replicas load) as compact JSON, keys sorted: stable bytes
     and far below a ConfigMap's 1 MiB for any real checkpoint (about 150 bytes a file)."""
-    checkpoints = {p.checkpoint: p.locked.model_dump() for p in sorted(pinned, key=lambda p: p.checkpoint)}
+    # what the pods check: the review's fields (`ref`, `accept_ref`) stay in the site repo
+    checkpoints = {
+        p.checkpoint: p.locked.model_dump(include={"revision", "files"})
+        for p in sorted(pinned, key=lambda p: p.checkpoint)
+    }
     body = json.dumps({"version": 1, "checkpoints": checkpoints}, sort_keys=True, separators=(",", ":"))
     return {
         "apiVersion": "v1",
@@ -77,18 +82,15 @@ def attach_check(pod_spec: dict[str, Any], replica: ReplicaPlacement, pinned: Pi
 
 
 # vLLM's Run:ai streamer reads a checkpoint's safetensors concurrently, overlapping the reads with moving the
-# tensors to the GPUs (seed 002: ~25x faster cold starts). The official vllm/vllm-openai image ships
-# runai-model-streamer, and engine/images/Dockerfile installs vLLM's `runai` extra for images that do not.
+# tensors to the GPUs (seed 002: ~25x faster cold starts): an engine's `streamed_load_format`.
 # Only where the weights are staged and checked on the node (a pinned checkpoint): the streamer reads local
-# files; only for vLLM (SGLang's images are not known to carry the streamer); never over a recipe's own
-# --load-format (mistral: a consolidated checkpoint, not the Hugging Face safetensors the streamer reads).
-STREAMING_LOAD_FORMAT = "runai_streamer"
-
-
+# files; only for an engine whose images carry one; never over a recipe's own --load-format (mistral: a
+# consolidated checkpoint, not the Hugging Face safetensors the streamer reads).
 def loader_args(replica: ReplicaPlacement, args: list[str]) -> list[str]:
-    if replica.engine != "vllm" or any(a == "--load-format" or a.startswith("--load-format=") for a in args):
+    streamed = backend(replica.engine).streamed_load_format
+    if streamed is None or any(a == "--load-format" or a.startswith("--load-format=") for a in args):
         return args
-    return [*args, "--load-format", STREAMING_LOAD_FORMAT]
+    return [*args, "--load-format", streamed]
 
 
 def revision_annotation(pinned: PinnedWeights) -> dict[str, str]:

@@ -26,6 +26,7 @@ from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Bundle, Manifest
 from llm_fabric.kube.options import StackOptions
+from llm_fabric.names import MODELS_DIR
 from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement, SurgeReplica
 from llm_fabric.quota.allocations import pool_queue_name
 from llm_fabric.serving import probes, weights
@@ -285,7 +286,7 @@ def _container(render: ReplicaRender) -> dict[str, Any]:
     replica, node, options, pinned = render.replica, render.node, render.options, render.pinned
     resource = L.GPU_RESOURCE[node.gpus.vendor]
     engine = backend(replica.engine)
-    env = {"HF_HOME": "/models/hf", "HF_HUB_OFFLINE": "1"} | replica.engine_env | dict(engine.container_env)
+    env = {"HF_HOME": MODELS_DIR, "HF_HUB_OFFLINE": "1"} | replica.engine_env | dict(engine.container_env)
     nvidia_image, amd_image = engine.image_options
     image = str(getattr(options, amd_image if node.gpus.vendor == "amd" else nvidia_image))
     args = engine_arguments(replica)
@@ -349,7 +350,7 @@ def _annotations(render: ReplicaRender) -> dict[str, str]:
     replica = render.replica
     out = {
         "fabric.llm/gpu-indices": ",".join(str(i) for i in replica.gpu_indices),
-        "fabric.llm/gpu-model": replica.gpu_model,
+        L.GPU_MODEL: replica.gpu_model,
         "fabric.llm/engine": replica.engine,
         "fabric.llm/quantization": replica.quantization,
         "fabric.llm/data-classes": ",".join(replica.data_classes),

@@ -9,8 +9,14 @@ a checkpoint pinned to a revision is the same bytes at every site.
     checkpoints:
       Qwen/Qwen3-8B:                    # the recipe's `checkpoint` (a Hugging Face repo id)
         revision: 0123...cdef           # the repo's commit (40 hex digits), never a branch name
+        ref: main                       # the Hub ref it was resolved from by `fabric weights stage`
         files:
           - {path: config.json, size: 1234, sha256: 9f86...}
+
+A revision that did not come from `main` (a pull-request commit, a hand-written one, or an entry
+staged before refs were recorded) is refused by `validate --base` and `plan --base` unless the entry
+says why it is accepted (`accept_ref: REASON`), as a deployment's `rollout.accept_outage` does: a
+recipe with `trust_remote_code` runs that commit's code in the engine pod (review/weights_diff.py).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from llm_fabric.basemodel import FabricModel
 LOCK_FILE = "weights.lock"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 REVISION_PATTERN = r"^[0-9a-f]{40}$"
+MAIN = "main"  # the Hub ref a reviewed revision comes from
 
 
 class LockedFile(FabricModel):
@@ -42,6 +49,19 @@ class LockedFile(FabricModel):
 
 class LockedCheckpoint(FabricModel):
     revision: str = Field(pattern=REVISION_PATTERN, description="the Hugging Face repo's commit")
+    ref: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="the Hub ref `fabric weights stage` resolved the revision from (`main`); None: not recorded",
+    )
+    accept_ref: str | None = Field(
+        None,
+        min_length=1,
+        max_length=500,
+        description="why a revision not resolved from `main` is pinned (reviewed like any field); without it "
+        "`validate --base` and `plan --base` refuse such an entry when it is new or re-pinned",
+    )
     files: list[LockedFile] = Field(min_length=1)
 
     @property

@@ -16,14 +16,19 @@ HEADER = (
 )
 
 
+def _entry(pinned: LockedCheckpoint) -> dict[str, object]:
+    # `ref` and `accept_ref` only where set: a lock written before they existed reads the same
+    entry: dict[str, object] = {"revision": pinned.revision}
+    if pinned.ref is not None:
+        entry["ref"] = pinned.ref
+    if pinned.accept_ref is not None:
+        entry["accept_ref"] = pinned.accept_ref
+    entry["files"] = [f.model_dump() for f in sorted(pinned.files, key=lambda f: f.path)]
+    return entry
+
+
 def lock_yaml(lock: WeightsLock) -> str:
-    checkpoints = {
-        repo: {
-            "revision": pinned.revision,
-            "files": [f.model_dump() for f in sorted(pinned.files, key=lambda f: f.path)],
-        }
-        for repo, pinned in sorted(lock.checkpoints.items())
-    }
+    checkpoints = {repo: _entry(pinned) for repo, pinned in sorted(lock.checkpoints.items())}
     # default_flow_style=None: a file's three fields on one line, everything above it in block style
     body = yaml.safe_dump(
         {"version": lock.version, "checkpoints": checkpoints}, sort_keys=False, default_flow_style=None, width=4096

@@ -1,8 +1,10 @@
 """Checkpoints in a model cache pinned in `weights.lock`: each one's revision, every file's size and sha256.
 
 The revision is resolved once: a checkpoint the lock already pins keeps its revision (pinning again
-re-hashes the same snapshot and writes nothing when the bytes are the same); a new one takes the
-revision the cache's `refs/main` names, the snapshot the engine opens offline."""
+re-hashes the same snapshot and writes nothing when the bytes are the same), and its `ref` and
+`accept_ref`; a new one takes the revision the cache's `refs/main` names, the snapshot the engine
+opens offline, with the Hub ref `refs` says it was resolved from (stage: `main`). A cache's own
+`refs/main` says nothing of where its commit came from, so `fabric weights lock` records no ref."""
 
 from __future__ import annotations
 
@@ -68,7 +70,10 @@ def _same_bytes(site: SiteRepo, hf_home: Path, name: str, before: LockedCheckpoi
         )
 
 
-def pin_checkpoints(site: SiteRepo, hf_home: Path, checkpoints: list[str]) -> PinResult:
+def pin_checkpoints(
+    site: SiteRepo, hf_home: Path, checkpoints: list[str], refs: dict[str, str] | None = None
+) -> PinResult:
+    """`refs`: checkpoint -> the Hub ref its revision was resolved from, for checkpoints the lock does not pin yet."""
     lock: WeightsLock = site.weights_lock
     revisions: dict[str, str] = {}
     missing: list[Problem] = []
@@ -89,6 +94,9 @@ def pin_checkpoints(site: SiteRepo, hf_home: Path, checkpoints: list[str]) -> Pi
         pinned = lock_snapshot(hf_home, name, revision)
         if before is not None:
             _same_bytes(site, hf_home, name, before, pinned)
+            pinned = pinned.model_copy(update={"ref": before.ref, "accept_ref": before.accept_ref})
+        else:
+            pinned = pinned.model_copy(update={"ref": (refs or {}).get(name)})
         out.append(Pinned(name, revision, len(pinned.files), pinned.size, "pinned" if before is None else "unchanged"))
         lock = with_checkpoint(lock, name, pinned)
     path = site.root / LOCK_FILE

@@ -5,7 +5,8 @@ mirror `endpoint` (HF_ENDPOINT: a site without internet access), at one commit: 
 where the checkpoint is pinned, else the commit `main` names on the mirror, resolved once. A pinned
 checkpoint whose files already match the lock is not asked for at all (staging the same lock twice
 downloads nothing). `refs/main` is set to that commit, because the engines open the repo offline
-without a revision. The lock is then written from the files on disk (pin.pin_checkpoints).
+without a revision. The lock is then written from the files on disk (pin.pin_checkpoints), a new entry
+with `ref: main`: the review refuses a revision that did not come from `main` (review/weights_diff.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from llm_fabric.atomicio import write_atomic
 from llm_fabric.engine.runtime.weights_check import Locked, check, repo_folder
 from llm_fabric.errors import UsageError
 from llm_fabric.site.loader import SiteRepo
+from llm_fabric.site.weights_lock import MAIN
 from llm_fabric.weights.pin import PinResult, pin_checkpoints
 
 
@@ -81,7 +83,7 @@ def _download(hf_home: Path, checkpoint: str, revision: str | None, endpoint: st
     """The checkpoint at `revision` (None: what `main` names now) in the cache; its commit."""
     try:
         if revision is None:
-            revision = HfApi(endpoint=endpoint, token=token).model_info(checkpoint, revision="main").sha
+            revision = HfApi(endpoint=endpoint, token=token).model_info(checkpoint, revision=MAIN).sha
             if revision is None:
                 raise UsageError(f"the mirror names no commit for `{checkpoint}`", hint=_endpoint_hint(endpoint))
         snapshot_download(checkpoint, revision=revision, cache_dir=hf_home / "hub", endpoint=endpoint, token=token)
@@ -106,11 +108,14 @@ def stage_checkpoints(
     site: SiteRepo, hf_home: Path, checkpoints: list[str], *, endpoint: str | None = None, token: str | None = None
 ) -> tuple[list[Staged], PinResult]:
     staged: list[Staged] = []
+    refs: dict[str, str] = {}
     for name in checkpoints:
         if _in_place(site, hf_home, name):
             staged.append(Staged(name, site.weights_lock.checkpoints[name].revision, "reused"))
             continue
         pinned = site.weights_lock.checkpoints.get(name)
         revision = _download(hf_home, name, pinned.revision if pinned else None, endpoint, token)
+        if pinned is None:
+            refs[name] = MAIN  # _download resolved it from what `main` names on the mirror
         staged.append(Staged(name, revision, "downloaded"))
-    return staged, pin_checkpoints(site, hf_home, checkpoints)
+    return staged, pin_checkpoints(site, hf_home, checkpoints, refs)

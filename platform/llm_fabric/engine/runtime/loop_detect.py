@@ -27,7 +27,9 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-ENV_PREFIX = "FABRIC_LOOP_GUARD_"
+from llm_fabric.names import LOOP_GUARD_ENV_PREFIX
+
+ENV_PREFIX = LOOP_GUARD_ENV_PREFIX
 
 
 @dataclass(frozen=True)

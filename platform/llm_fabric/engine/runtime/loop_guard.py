@@ -29,11 +29,12 @@ from vllm.v1.sample.logits_processor.builtin import process_dict_updates
 
 from llm_fabric.engine.runtime.loop_detect import LoopDetector, LoopGuardSettings
 from llm_fabric.engine.runtime.loop_guard_params import period_bucket, request_settings
+from llm_fabric.names import LOOP_GUARD_STOPS_METRIC
 
 logger = logging.getLogger("vllm.fabric.loop_guard")  # under vLLM's logger: its handlers and format
 
 STOPS = Counter(
-    "fabric_loop_guard_stops",
+    LOOP_GUARD_STOPS_METRIC,
     "Generations ended by the fabric's loop guard (a repeated token cycle).",
     ["period_bucket"],
 )

@@ -27,11 +27,12 @@ from sglang.srt.sampling.custom_logit_processor import CustomLogitProcessor
 
 from llm_fabric.engine.runtime.loop_detect import LoopDetector, LoopGuardSettings
 from llm_fabric.engine.runtime.loop_guard_params import period_bucket, request_settings
+from llm_fabric.names import LOOP_GUARD_STOPS_METRIC
 
 logger = logging.getLogger("sglang.fabric.loop_guard")
 
 STOPS = Counter(
-    "fabric_loop_guard_stops",
+    LOOP_GUARD_STOPS_METRIC,
     "Generations ended by the fabric's loop guard (a repeated token cycle).",
     ["period_bucket"],
 )

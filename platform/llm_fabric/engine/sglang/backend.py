@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport, ProbeTraits
+from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport, EngineMetrics, ProbeTraits
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
 from llm_fabric.engine.reported import Reported
@@ -16,7 +16,25 @@ from llm_fabric.engine.sglang.capacity import sglang_estimate
 from llm_fabric.engine.sglang.command import KV_CACHE_DTYPES, LAUNCHER, SGLANG_VERSION, sglang_command
 from llm_fabric.engine.sglang.requests import loop_guard_fields
 
-PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric="sglang:num_running_reqs")
+# its series with `--enable-metrics` (sglang/srt/metrics/collector.py)
+METRICS = EngineMetrics(
+    prompt_tokens="sglang:prompt_tokens_total",
+    cached_prompt_tokens="sglang:cached_tokens_total",
+    generation_tokens="sglang:generation_tokens_total",
+    prefix_cache_hits=None,  # no lookup counters: hits are its cached tokens, lookups its prompt tokens
+    prefix_cache_queries=None,
+    requests_finished="sglang:num_requests_total",
+    requests_aborted="sglang:num_aborted_requests_total",
+    requests_running="sglang:num_running_reqs",
+    requests_waiting="sglang:num_queue_reqs",
+    kv_cache_usage="sglang:token_usage",
+    preemptions="sglang:num_retracted_requests_total",
+    ttft_bucket="sglang:time_to_first_token_seconds_bucket",
+    itl_bucket="sglang:inter_token_latency_seconds_bucket",
+    e2e_bucket="sglang:e2e_request_latency_seconds_bucket",
+    prompt_tokens_bucket="sglang:prompt_tokens_histogram_bucket",
+)
+PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric=METRICS.requests_running)
 
 
 @dataclass(frozen=True)
@@ -30,6 +48,8 @@ class SglangBackend:
     # SGLang's /health runs a one-token generation by default; the fabric's liveness probe generates, so
     # /health (startup, readiness: every 10 s) only says whether the server has started
     container_env: Mapping[str, str] = field(default_factory=lambda: {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"})
+    streamed_load_format: str | None = None  # SGLang's images are not known to carry the Run:ai streamer
+    metrics: EngineMetrics = METRICS
     probe_traits: ProbeTraits = field(default_factory=lambda: PROBE_TRAITS)
 
     def command(self, serving: ServingArgs) -> EngineCommand:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport, ProbeTraits
+from llm_fabric.engine.backend import ArgsCheck, CapacityQuery, CapacityReport, EngineMetrics, ProbeTraits
 from llm_fabric.engine.capacity.model import estimate
 from llm_fabric.engine.command import EngineCommand, ServingArgs
 from llm_fabric.engine.recipes import EngineName, Recipe
@@ -18,7 +18,25 @@ from llm_fabric.engine.vllm.command import LAUNCHER, VLLM_VERSION, engine_comman
 # cache, which the serving pods mount at /models: a restarted replica reuses it instead of recompiling.
 # vLLM leaves VLLM_CACHE_ROOT out of that hash (envs.py), so the path itself invalidates nothing.
 COMPILE_CACHE = "/models/compile-cache/vllm"
-PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric="vllm:num_requests_running")
+# the v1 engine's series (vllm/v1/metrics/loggers.py)
+METRICS = EngineMetrics(
+    prompt_tokens="vllm:prompt_tokens_total",
+    cached_prompt_tokens="vllm:prompt_tokens_cached_total",
+    generation_tokens="vllm:generation_tokens_total",
+    prefix_cache_hits="vllm:prefix_cache_hits_total",
+    prefix_cache_queries="vllm:prefix_cache_queries_total",
+    requests_finished="vllm:request_success_total",
+    requests_aborted=None,
+    requests_running="vllm:num_requests_running",
+    requests_waiting="vllm:num_requests_waiting",
+    kv_cache_usage="vllm:kv_cache_usage_perc",
+    preemptions="vllm:num_preemptions_total",
+    ttft_bucket="vllm:time_to_first_token_seconds_bucket",
+    itl_bucket="vllm:inter_token_latency_seconds_bucket",
+    e2e_bucket="vllm:e2e_request_latency_seconds_bucket",
+    prompt_tokens_bucket="vllm:request_prompt_tokens_bucket",
+)
+PROBE_TRAITS = ProbeTraits(python="python3", health_path="/health", running_metric=METRICS.requests_running)
 
 
 @dataclass(frozen=True)
@@ -32,6 +50,10 @@ class VllmBackend:
     container_env: Mapping[str, str] = field(
         default_factory=lambda: {"VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": COMPILE_CACHE}
     )
+    # the Run:ai streamer: the official image ships runai-model-streamer, engine/images/Dockerfile installs
+    # vLLM's `runai` extra for images that do not (serving.weights.loader_args)
+    streamed_load_format: str | None = "runai_streamer"
+    metrics: EngineMetrics = METRICS
     probe_traits: ProbeTraits = field(default_factory=lambda: PROBE_TRAITS)
 
     def command(self, serving: ServingArgs) -> EngineCommand:

@@ -18,9 +18,16 @@ import json
 
 from llm_fabric.engine.capacity.model import default_max_num_seqs
 from llm_fabric.engine.capacity.parallelism import Layout, engine_parallel_args
-from llm_fabric.engine.command import EngineCommand, ServingArgs, checked, generation_override, parser_args, served_as
+from llm_fabric.engine.command import (
+    EngineCommand,
+    ServingArgs,
+    checked,
+    generation_override,
+    parser_args,
+    request_defaults,
+    served_as,
+)
 from llm_fabric.engine.loop_guard_config import loop_guard_flags
-from llm_fabric.engine.recipes import Recipe
 from llm_fabric.errors import UsageError
 from llm_fabric.hardware.kernel_matrix import load_kernel_matrix
 
@@ -87,14 +94,3 @@ def engine_command(serving: ServingArgs) -> EngineCommand:
         recipe, max_output_tokens=serving.max_output_tokens, presence_penalty=serving.presence_penalty
     )
     return EngineCommand(args=args, env=env, launcher=LAUNCHER, request_defaults=defaults)
-
-
-def request_defaults(
-    recipe: Recipe, *, max_output_tokens: int | None = None, presence_penalty: float | None = None
-) -> dict[str, float | int]:
-    """What the gateway puts in every request: the output cap, and the penalty vLLM's override cannot set."""
-    out: dict[str, float | int] = {"max_tokens": max_output_tokens or recipe.generation.max_output_tokens}
-    penalty = presence_penalty if presence_penalty is not None else recipe.generation.presence_penalty
-    if penalty is not None:
-        out["presence_penalty"] = penalty
-    return out

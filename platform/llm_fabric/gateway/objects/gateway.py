@@ -33,7 +33,6 @@ from llm_fabric.gateway.relay_keys import peers_document, read_relay_keys
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.inference import MODEL_HEADER
 from llm_fabric.gateway.runtime.relay import RELAY_KEY_ENV, RELAY_PEERS_ENV
-from llm_fabric.gateway.runtime.rotation import CANARY_URL_ENV
 from llm_fabric.gateway.runtime.settings import (
     KEYS_ENV,
     KEYS_FILE,
@@ -44,8 +43,10 @@ from llm_fabric.gateway.runtime.settings import (
 )
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Bundle, Manifest, claim_spec, network_policy
-from llm_fabric.observability.canary import PORT as PROBER_PORT
-from llm_fabric.observability.canary import PROBER_LABELS, prober_url
+from llm_fabric.names import CANARY_PORT as PROBER_PORT
+from llm_fabric.names import CANARY_PROBER_LABELS as PROBER_LABELS
+from llm_fabric.names import CANARY_URL_ENV
+from llm_fabric.names import canary_url as prober_url
 from llm_fabric.plan.document import Plan
 from llm_fabric.serving.workloads import ENGINE_LABELS, site_surges, surge_name
 from llm_fabric.site.models import GatewayConfig

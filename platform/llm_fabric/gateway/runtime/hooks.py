@@ -33,6 +33,7 @@ from litellm.proxy._types import LitellmUserRoles, ProxyException, UserAPIKeyAut
 from litellm.proxy.auth.auth_utils import get_request_route
 from litellm.proxy.auth.route_checks import RouteChecks
 
+from llm_fabric import names as N
 from llm_fabric.gateway.runtime.admission import Admission, Refusal, Ticket, Usage, retry_headers
 from llm_fabric.gateway.runtime.counters import Counters, MemoryCounters, RedisCounters
 from llm_fabric.gateway.runtime.frontdoor import (
@@ -193,7 +194,7 @@ async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
         user_id=tenant,
         key_alias=tenant,
         models=allowed,
-        metadata={"fabric_tenant": tenant},
+        metadata={N.KEY_METADATA_TENANT: tenant},
         allowed_routes=list(TENANT_ROUTES),
     )
     return _on_tenant_routes(request, token)
@@ -216,8 +217,8 @@ def _relay_auth(st: _State, request: Request) -> UserAPIKeyAuth:
         key_alias=f"{tenant} via {verdict.entry}",
         models=groups,
         metadata={
-            "fabric_tenant": tenant,
-            "fabric_relay": verdict.entry,
+            N.KEY_METADATA_TENANT: tenant,
+            N.KEY_METADATA_RELAY: verdict.entry,
             "fabric_relay_class": verdict.data_class,
             "fabric_relay_id": verdict.request_id,
         },
@@ -339,7 +340,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         model = str(data.get("model", ""))
         opened = _Open(arrived=now, tenant=tenant, deployment=model)
         meta = user_api_key_dict.metadata or {}
-        relayed = meta.get("fabric_relay")
+        relayed = meta.get(N.KEY_METADATA_RELAY)
         opened.relayed_for = str(relayed) if relayed is not None else None
         opened.relay_id = str(meta["fabric_relay_id"]) if relayed is not None else None
         self._open[call_id] = opened
@@ -412,7 +413,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         allowed = [
             d
             for d in healthy_deployments
-            if ((d.get("model_info") or {}).get("fabric_site") if isinstance(d, dict) else None) in group.sites
+            if ((d.get("model_info") or {}).get(N.MODEL_INFO_SITE) if isinstance(d, dict) else None) in group.sites
         ]
         return await rotation().keep(allowed)
 
@@ -430,15 +431,15 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any]:
         info = (kwargs.get("litellm_params") or {}).get("model_info") or kwargs.get("model_info") or {}
-        if isinstance(info, dict) and info.get("fabric_external"):
+        if isinstance(info, dict) and info.get(N.MODEL_INFO_EXTERNAL):
             strip_engine_fields(kwargs)
-        if isinstance(info, dict) and info.get("fabric_inference"):
+        if isinstance(info, dict) and info.get(N.MODEL_INFO_INFERENCE):
             opened = self._open.get(str(kwargs.get("litellm_call_id", "")))
-            dep = state().settings.deployments.get(str(info.get("fabric_deployment")))
+            dep = state().settings.deployments.get(str(info.get(N.MODEL_INFO_DEPLOYMENT)))
             if opened is not None and dep is not None:
-                picked = picker_headers(opened.tenant, str(info["fabric_deployment"]), dep)
+                picked = picker_headers(opened.tenant, str(info[N.MODEL_INFO_DEPLOYMENT]), dep)
                 kwargs["extra_headers"] = {**(kwargs.get("extra_headers") or {}), **picked}
-        if isinstance(info, dict) and info.get("fabric_relay"):
+        if isinstance(info, dict) and info.get(N.MODEL_INFO_RELAY):
             opened = self._open.get(str(kwargs.get("litellm_call_id", "")))
             if opened is not None and opened.data_class is not None:
                 headers = {
@@ -448,7 +449,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
                     **assertion_header(
                         state().signer,
                         state().settings.site,
-                        str(info["fabric_relay"]),
+                        str(info[N.MODEL_INFO_RELAY]),
                         opened.tenant,
                         opened.data_class,
                         str(kwargs.get("litellm_call_id", "")),
@@ -538,7 +539,7 @@ class FabricHooks(CustomLogger):  # type: ignore[misc]  # LiteLLM is not typed f
         first, started = slo.get("completionStartTime"), slo.get("startTime")
         ttft = (float(first) - float(started)) * 1000 if first and started else None
         info = (kwargs.get("litellm_params") or {}).get("model_info") or {}
-        site = info.get("fabric_site") or info.get("fabric_external") if isinstance(info, dict) else None
+        site = info.get(N.MODEL_INFO_SITE) or info.get(N.MODEL_INFO_EXTERNAL) if isinstance(info, dict) else None
         if opened.ticket is not None:
             used = Usage(prompt_tokens, int(cached or 0), completion_tokens)
             rates = st.settings.prices.get(opened.ticket.deployment)

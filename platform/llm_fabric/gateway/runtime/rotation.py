@@ -41,9 +41,20 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_fabric.names import ROTATION_REFRESH_S
+from llm_fabric.names import (
+    CANARY_ROTATION,
+    CANARY_URL_ENV,
+    MODEL_INFO_DEPLOYMENT,
+    MODEL_INFO_REPLICA,
+    MODEL_INFO_SITE,
+    ROTATION_DEPLOYMENT,
+    ROTATION_IN,
+    ROTATION_REFRESH_S,
+    ROTATION_REPLICA,
+    ROTATION_REPLICAS,
+    ROTATION_SITE,
+)
 
-CANARY_URL_ENV = "FABRIC_CANARY_URL"
 REFRESH_S = ROTATION_REFRESH_S
 TIMEOUT_S = 2.0
 STALE_AFTER_S = 120.0  # an answer older than this takes nothing out any more
@@ -61,24 +72,24 @@ def parse_rotation(document: dict[str, Any]) -> Out:
     """The prober's `GET /rotation` document as the replicas and sites it takes out."""
     replicas: set[str] = set()
     per_site: dict[tuple[str, str], list[bool]] = {}
-    for entry in document.get("replicas") or []:
+    for entry in document.get(ROTATION_REPLICAS) or []:
         if not isinstance(entry, dict):
             continue
-        key = (str(entry.get("deployment")), str(entry.get("site")))
-        inside = bool(entry.get("in_rotation", True))
+        key = (str(entry.get(ROTATION_DEPLOYMENT)), str(entry.get(ROTATION_SITE)))
+        inside = bool(entry.get(ROTATION_IN, True))
         per_site.setdefault(key, []).append(inside)
         if not inside:
-            replicas.add(str(entry.get("replica")))
+            replicas.add(str(entry.get(ROTATION_REPLICA)))
     sites = {key for key, states in per_site.items() if states and not any(states)}
     return Out(frozenset(replicas), frozenset(sites))
 
 
 def _is_out(entry: Any, out: Out) -> bool:
     info = (entry.get("model_info") or {}) if isinstance(entry, dict) else {}
-    replica = info.get("fabric_replica")
+    replica = info.get(MODEL_INFO_REPLICA)
     if replica is not None:
         return str(replica) in out.replicas
-    site, deployment = info.get("fabric_site"), info.get("fabric_deployment")
+    site, deployment = info.get(MODEL_INFO_SITE), info.get(MODEL_INFO_DEPLOYMENT)
     return site is not None and (str(deployment), str(site)) in out.sites
 
 
@@ -92,7 +103,7 @@ class Rotation:
 
     def _fetch(self) -> Out:
         assert self.url is not None
-        with urllib.request.urlopen(self.url.rstrip("/") + "/rotation", timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(self.url.rstrip("/") + "/" + CANARY_ROTATION, timeout=TIMEOUT_S) as response:
             return parse_rotation(json.loads(response.read()))
 
     async def current(self) -> Out:

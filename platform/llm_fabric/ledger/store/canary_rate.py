@@ -12,12 +12,11 @@ from datetime import datetime
 
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.promapi import PrometheusClient
-
-PASS_SERIES = "fabric_canary_replica_pass"  # live.canary.PASS_METRIC (the ledger does not import live)
+from llm_fabric.names import CANARY_PASS_METRIC
 
 
 def pass_rate_query(seconds: int) -> str:
-    return f"avg by (deployment) (avg_over_time({PASS_SERIES}[{seconds}s]))"
+    return f"avg by (deployment) (avg_over_time({CANARY_PASS_METRIC}[{seconds}s]))"
 
 
 def canary_pass_rates(client: PrometheusClient, month: Month, now: datetime) -> dict[str, float]:

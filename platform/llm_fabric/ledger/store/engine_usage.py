@@ -25,28 +25,36 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from llm_fabric.engine.backends import BACKENDS, series_selector
 from llm_fabric.ledger.store.period import Month
 from llm_fabric.ledger.store.promapi import PrometheusClient
 from llm_fabric.ledger.store.usage import PERCENTILES, Tokens
 
-COUNTERS = {
-    "vllm:prompt_tokens_total": "input",
-    "vllm:prompt_tokens_cached_total": "cached_input",
-    "vllm:generation_tokens_total": "output",
-    "vllm:request_success_total": "requests",
-    "vllm:prefix_cache_hits_total": "prefix_hits",
-    "vllm:prefix_cache_queries_total": "prefix_queries",
-    "sglang:prompt_tokens_total": "input",
-    "sglang:cached_tokens_total": "cached_input",
-    "sglang:generation_tokens_total": "output",
-    "sglang:num_requests_total": "requests",
-    "sglang:num_aborted_requests_total": "aborted_requests",
-}
+
+def _counters() -> dict[str, str]:
+    """Every engine's counter series (its backend's names) -> what the books count in it."""
+    out: dict[str, str] = {}
+    for engine in BACKENDS.values():
+        m = engine.metrics
+        kinds = (
+            (m.prompt_tokens, "input"),
+            (m.cached_prompt_tokens, "cached_input"),
+            (m.generation_tokens, "output"),
+            (m.requests_finished, "requests"),
+            (m.prefix_cache_hits, "prefix_hits"),
+            (m.prefix_cache_queries, "prefix_queries"),
+            (m.requests_aborted, "aborted_requests"),
+        )
+        out |= {name: kind for name, kind in kinds if name is not None}
+    return out
+
+
+COUNTERS = _counters()
 # peaks and prompt lengths: each engine's series of the same meaning
-GENERATION = '{__name__=~"vllm:generation_tokens_total|sglang:generation_tokens_total"}'
-RUNNING = '{__name__=~"vllm:num_requests_running|sglang:num_running_reqs"}'
-WAITING = '{__name__=~"vllm:num_requests_waiting|sglang:num_queue_reqs"}'
-PROMPT_BUCKETS = '{__name__=~"vllm:request_prompt_tokens_bucket|sglang:prompt_tokens_histogram_bucket"}'
+GENERATION = series_selector(lambda m: m.generation_tokens)
+RUNNING = series_selector(lambda m: m.requests_running)
+WAITING = series_selector(lambda m: m.requests_waiting)
+PROMPT_BUCKETS = series_selector(lambda m: m.prompt_tokens_bucket)
 _SELECTOR = '{__name__=~"' + "|".join(COUNTERS) + '"}'
 BASELINE = timedelta(minutes=10)
 STEP = "30s"

@@ -1,6 +1,6 @@
 """Every metric the dashboards read, by who exports it, and the PromQL pieces the panels share.
 
-The engines' series go through `observability.either` (vLLM's and SGLang's name of one meaning);
+The engines' series go through `observability.either` (each engine's name of one meaning, its backend's);
 LiteLLM's are its Prometheus callback's (the gateway's `callbacks: [..., prometheus]`), which names
 the tenant `api_key_alias` (the fabric's key alias is the tenant: gateway/runtime/hooks.py); DCGM's
 are `gpu_metrics.COLLECTED`. `FABRIC_METRICS` lists the fabric's own series with their exporter:
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llm_fabric import names as N
 from llm_fabric.observability.rules import RECORDING_RULES, either
 
 # a panel's window: Grafana's, at least four scrape intervals of the range shown
@@ -30,33 +31,33 @@ class FabricMetric:
 
 FABRIC_METRICS: dict[str, FabricMetric] = {
     **{name: FabricMetric("the recording rules (observability/rules.py)", (), "recorded") for name in RECORDING_RULES},
-    "fabric_canary_replica_pass": FabricMetric(
+    N.CANARY_PASS_METRIC: FabricMetric(
         "the canary prober (live/canary.py, the canary branch)",
         ("site", "deployment", "replica", "node"),
         "1 when the replica passed every canary prompt, else 0; absent: no verdict yet",
     ),
-    "fabric_canary_in_rotation": FabricMetric(
+    N.CANARY_IN_ROTATION_METRIC: FabricMetric(
         "the canary prober (live/prober.py, the canary branch)",
         ("site", "deployment", "replica", "node"),
         "1 while the gateway routes to the replica, 0 while it is out of rotation",
     ),
-    "fabric_tenant_month_tokens": FabricMetric(
+    N.TENANT_MONTH_TOKENS_METRIC: FabricMetric(
         "the report exporter (ledger/tenant_month.py, the budgets branch)", ("tenant",), "tokens this month so far"
     ),
-    "fabric_tenant_budget_tokens": FabricMetric(
+    N.TENANT_BUDGET_TOKENS_METRIC: FabricMetric(
         "the report exporter (ledger/tenant_month.py, the budgets branch)", ("tenant",), "the tenant's tokens_per_month"
     ),
-    "fabric_tenant_month_price": FabricMetric(
+    N.TENANT_MONTH_PRICE_METRIC: FabricMetric(
         "the report exporter (ledger/tenant_month.py, the budgets branch)",
         ("tenant", "currency"),
         "this month's tokens at the reference prices",
     ),
-    "fabric_tenant_budget_price": FabricMetric(
+    N.TENANT_BUDGET_PRICE_METRIC: FabricMetric(
         "the report exporter (ledger/tenant_month.py, the budgets branch)",
         ("tenant", "currency"),
         "the tenant's price_per_month",
     ),
-    "fabric_gateway_refusals_total": FabricMetric(
+    N.GATEWAY_REFUSALS_METRIC: FabricMetric(
         "the gateway's admission (gateway/runtime)",
         ("tenant", "reason"),
         "requests the gateway answered 429, by reason (requests_per_minute, tokens_per_minute, concurrency, budget)",
@@ -72,18 +73,10 @@ LITELLM_OVERHEAD = "litellm_overhead_latency_metric_bucket"
 LITELLM_TOTAL_LATENCY = "litellm_request_total_latency_metric_bucket"
 LITELLM_TENANT = "api_key_alias"
 
-# the engines' histograms the recording rules do not aggregate: (vLLM's, SGLang's) bucket series
-ITL_BUCKETS = ("vllm:inter_token_latency_seconds_bucket", "sglang:inter_token_latency_seconds_bucket")
-E2E_BUCKETS = ("vllm:e2e_request_latency_seconds_bucket", "sglang:e2e_request_latency_seconds_bucket")
-
-
-def engines(pair: tuple[str, str], matchers: str) -> str:
-    """Both engines' series of one meaning, with label matchers (`deployment="x"`)."""
-    return f'{{__name__=~"{pair[0]}|{pair[1]}", {matchers}}}'
-
 
 def engine_series(meaning: str, matchers: str) -> str:
-    """`observability.either(meaning)` with label matchers."""
+    """`observability.either(meaning)` with label matchers (`deployment="x"`): every engine's series of one
+    meaning, the histograms the recording rules do not aggregate (`itl_bucket`, `e2e_bucket`) among them."""
     return either(meaning)[:-1] + f", {matchers}}}"
 
 

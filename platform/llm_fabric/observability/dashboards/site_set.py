@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from llm_fabric import names as N
 from llm_fabric.hardware.xids import XidTable, load_xid_table
 from llm_fabric.kube import labels as L
 from llm_fabric.kube.manifests import Bundle, Manifest
@@ -81,7 +82,7 @@ def site_dashboards(site: TrustedSite, plan: Plan, site_id: str) -> list[Dashboa
 
 def _every_deployment() -> Row:
     chosen = f'{SITE}, deployment=~"$deployment"'
-    e2e = S.engines(S.E2E_BUCKETS, chosen)
+    e2e = S.engine_series("e2e_bucket", chosen)
     return Row(
         "Every deployment",
         (
@@ -108,8 +109,8 @@ def _every_deployment() -> Row:
             Panel(
                 "Canary (1 pass, 0 fail) and rotation (1 in)",
                 (
-                    Query(f"fabric_canary_replica_pass{{{chosen}}}", f"{BY_REPLICA} canary"),
-                    Query(f"fabric_canary_in_rotation{{{chosen}}}", f"{BY_REPLICA} in rotation"),
+                    Query(f"{N.CANARY_PASS_METRIC}{{{chosen}}}", f"{BY_REPLICA} canary"),
+                    Query(f"{N.CANARY_IN_ROTATION_METRIC}{{{chosen}}}", f"{BY_REPLICA} in rotation"),
                 ),
                 kind="stat",
                 description="each replica's last canary round (no value: no verdict yet, unknown) and "
@@ -131,7 +132,7 @@ def _against_plan(site: TrustedSite, plan: Plan, site_id: str, name: str) -> Row
         ceiling = capacity.ceiling.output_tokens_per_s_total if capacity.ceiling else capacity.decode_tokens_per_s_total
         speed.append(reference(round(ceiling * share, 1), "plan: ceiling"))
     ttft = S.engine_series("ttft_bucket", mine)
-    itl = S.engines(S.ITL_BUCKETS, mine)
+    itl = S.engine_series("itl_bucket", mine)
     target = site.deployments[name].target if name in site.deployments else None
     if expected is None:
         title = f"{name}: no calibrated figure in the plan"
@@ -193,7 +194,7 @@ def _tenants() -> Row:
                 "429s by reason",
                 (
                     Query(
-                        f"sum by (tenant, reason) (rate(fabric_gateway_refusals_total{{{chosen}}}[{S.WINDOW}]))",
+                        f"sum by (tenant, reason) (rate({N.GATEWAY_REFUSALS_METRIC}{{{chosen}}}[{S.WINDOW}]))",
                         "{{tenant}} {{reason}}",
                     ),
                 ),
@@ -202,15 +203,15 @@ def _tenants() -> Row:
             Panel(
                 "Tokens this month against the budget",
                 (
-                    Query(f"fabric_tenant_month_tokens{{{chosen}}}", "{{tenant}} used"),
-                    Query(f"fabric_tenant_budget_tokens{{{chosen}}}", "{{tenant}} budget"),
+                    Query(f"{N.TENANT_MONTH_TOKENS_METRIC}{{{chosen}}}", "{{tenant}} used"),
+                    Query(f"{N.TENANT_BUDGET_TOKENS_METRIC}{{{chosen}}}", "{{tenant}} budget"),
                 ),
             ),
             Panel(
                 "Spend this month against the price budget",
                 (
-                    Query(f"fabric_tenant_month_price{{{chosen}}}", "{{tenant}} spent ({{currency}})"),
-                    Query(f"fabric_tenant_budget_price{{{chosen}}}", "{{tenant}} budget ({{currency}})"),
+                    Query(f"{N.TENANT_MONTH_PRICE_METRIC}{{{chosen}}}", "{{tenant}} spent ({{currency}})"),
+                    Query(f"{N.TENANT_BUDGET_PRICE_METRIC}{{{chosen}}}", "{{tenant}} budget ({{currency}})"),
                 ),
             ),
         ),
