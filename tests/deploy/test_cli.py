@@ -21,8 +21,8 @@ def test_render_cli_writes_the_stacks(site_repo: Path, tmp_path: Path, capsys) -
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert (
-        report["site"] == "brno" and report["objects"]["serving"] == 55
-    )  # 24 + the gateway's 7 (its records claim included) + tuwien-ai's LocalQueue + the canary prober's 12
+        report["site"] == "brno" and report["objects"]["serving"] == 56
+    )  # 24 + the gateway's 8 (its records claim and relay peers included) + tuwien-ai's LocalQueue + the canary's 12
     # + a PodDisruptionBudget per deployment (7)
     doc = yaml.safe_load((tmp_path / "out/brno/serving/deployment-glm-5-1-0.yaml").read_text())
     assert doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}

@@ -36,9 +36,11 @@ def test_a_group_per_deployment_and_class_holds_only_allowed_sites(generated) ->
     assert settings.groups["qwen3-5@sensitive"].sites == ["brno"]
     assert settings.groups["qwen3-5@public"].sites == ["brno"]  # its own site's replicas first
     assert [m["model_info"]["fabric_site"] for m in _entries(config, "qwen3-5@sensitive")] == ["brno"]
+    # each replica at its own direct Service, which the canary's rotation can take out (issue 39 F7)
     assert [m["litellm_params"]["api_base"] for m in _entries(config, "qwen3-5@public")] == [
-        "http://qwen3-5.llm-fabric.svc.cluster.local:80/v1"
+        "http://qwen3-5-0-direct.llm-fabric.svc.cluster.local:80/v1"
     ]
+    assert [m["model_info"]["fabric_replica"] for m in _entries(config, "qwen3-5@public")] == ["qwen3-5/0"]
     # vienna only through Vienna's gateway (gateway.sites.vienna.url), asked for the same group, with the peer key
     assert settings.groups["qwen3-5@public~vienna"].sites == ["vienna"]
     (relay,) = _entries(config, "qwen3-5@public~vienna")

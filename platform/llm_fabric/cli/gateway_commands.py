@@ -282,4 +282,41 @@ def _serve(gateway: LocalEngine, timeout: float, notes: list[str]) -> None:
                 console.print(f"stopped {gateway.label} (pid {gateway.pid}, {exit_words(status)})", markup=False)
 
 
+@gateway_group.command("relay-key")
+@click.argument("site_id", metavar="SITE")
+@site_repo_option()
+@click.option(
+    "--private-key",
+    "private_key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the private key (mode 0600, outside the repo). Default: ./relay-SITE.pem.",
+)
+@click.option("--replace", is_flag=True, help="Make a new key pair where one exists (the review lists the change).")
+def relay_key_command(site_id: str, site_repo: Path, private_key: Path | None, replace: bool) -> None:
+    """Make the key pair a site's gateway signs its relays with.
+
+    The private key goes to a file outside the repo, for that site's Secret `fabric-gateway-relay-key`;
+    the public key to keys/gateway-relay/SITE.pub, which every site's gateway believes relays by.
+
+    \b
+    Example:
+      fabric gateway relay-key brno -C ./site --private-key ~/relay-brno.pem
+    """
+    from llm_fabric.gateway.relay_keys import create_relay_key
+    from llm_fabric.site.loader import load_site
+
+    site = load_site(site_repo)
+    private_out = private_key if private_key is not None else Path(f"relay-{site_id}.pem")
+    public_path = create_relay_key(site, site_id, private_out, replace=replace)
+    console.print(f"wrote {private_out} (private, mode 0600: keep it out of the repo)", markup=False)
+    console.print(f"wrote {public_path}", markup=False)
+    console.print(
+        f"next: kubectl --context {site.config.sites[site_id].cluster.name} -n "
+        f"{site.config.sites[site_id].cluster.namespace} create secret generic fabric-gateway-relay-key "
+        f"--from-file=relay.pem={private_out}",
+        markup=False,
+    )
+
+
 commands = [gateway_group]

@@ -2,8 +2,9 @@
 
 Every site that runs a gateway (`gateway.sites`, default every site) gets its own. It admits only the data
 classes whose sovereignty rule allows its site. A model group per deployment and data class
-(`DEPLOYMENT@CLASS`) holds that deployment's replicas at this site (its Service balances them, or with
-`routing: inference-extension` the inference Gateway, told the deployment by a header); its fallbacks are
+(`DEPLOYMENT@CLASS`) holds that deployment's replicas at this site (an entry per replica, each through its
+own direct Service, which the canary's rotation can take out; with `routing: inference-extension` one entry
+to the inference Gateway, told the deployment by a header); its fallbacks are
 the other sites the class's rule allows, each reached through that site's gateway (a group
 `DEPLOYMENT@CLASS~SITE`, never the site's engines), then, for a class whose rule allows external fallback,
 the external providers that accept it. An entry's `max_parallel_requests` is its site's share of the
@@ -106,8 +107,7 @@ def build_gateway(site: TrustedSite, plan: Plan, *, site_id: str, reach: Reach =
     It admits only the data classes its site's jurisdiction allows; its endpoints (which engines and gateways it
     reaches), its routing (model groups, fallbacks, capacities: `gateway.routing`) and its access (tenants,
     key hashes, limits, allowed groups: `gateway.access`) are built in that order, each from the one before.
-    Rendered, the gateway routes through the deployment's Service, which selects a rollout's surge pods as
-    it does the replicas'.
+    Rendered, the gateway routes to each replica's and each surge's own direct Service (`gateway.endpoints`).
     """
     policies = effective_policies(site)
     endpoints = resolve_endpoints(site, plan, site_id, reach)

@@ -12,17 +12,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from llm_fabric.gateway.budgets import COUNTERS_NAME, COUNTERS_PORT
+from llm_fabric.kube import labels as L
+from llm_fabric.observability.canary import direct_service_name
 from llm_fabric.plan.document import Plan
+from llm_fabric.serving.workloads import site_surges, surge_name
 from llm_fabric.site.loader import SiteRepo
 from llm_fabric.site.models import ExternalProvider, GatewayConfig
 
-ENGINE_SERVICE_PORT = 80  # the per-deployment Service (serving/workloads.py)
+ENGINE_SERVICE_PORT = 80  # the per-deployment Service (serving/workloads.py) and each replica's direct one
 
 
 @dataclass(frozen=True)
 class InCluster:
-    """The rendered gateway: every deployment through its Service (or the inference Gateway), the other
-    sites' gateways at `gateway.sites.SITE.url`, the providers at their own URLs."""
+    """The rendered gateway: each replica of this site through its own direct Service (the canary's
+    `REPLICA-direct`; a rollout's surge through the gateway's `DEPLOYMENT-surge-INDEX-direct`), so that the
+    canary's rotation can take one replica out (issue 39, F7); with `routing: inference-extension` every
+    deployment through the inference Gateway (its endpoint picker balances; the rotation does not reach
+    single replicas there). The other sites' gateways at `gateway.sites.SITE.url`, the providers at their
+    own URLs."""
 
 
 @dataclass(frozen=True)
@@ -96,10 +103,23 @@ def resolve_endpoints(site: SiteRepo, plan: Plan, site_id: str, reach: Reach) ->
             counters_url=gw.counters.url if gw.counters is not None else None,
         )
     namespace = site.config.sites[site_id].cluster.namespace
+    replicas: dict[tuple[str, int], str] = {}
+    surges: dict[tuple[str, int], str] = {}
     if gw.routing == "inference-extension":
         engines = {d: gw.inference_gateway_url.format(namespace=namespace) for d in names}
     else:
-        engines = {d: f"http://{d}.{namespace}.svc.cluster.local:{ENGINE_SERVICE_PORT}/v1" for d in names}
+        engines = {d: _service_url(d, namespace) for d in names}
+        replicas = {
+            (r.deployment, r.index): _service_url(direct_service_name(r.deployment, r.index), namespace)
+            for r in plan.replicas
+            if r.site == site_id
+        }
+        surges = {
+            (s.placement.deployment, s.replaces): _service_url(
+                surge_direct_service_name(s.placement.deployment, s.replaces), namespace
+            )
+            for s in site_surges(plan, site_id)
+        }
     peers = {s: url for s in gateways if (url := site.config.gateway_url(s)) is not None}
     out_of_reach = {
         s: f"gateway.sites.{s}.url is not set" if s in gateways else f"`{s}` runs no gateway"
@@ -112,10 +132,20 @@ def resolve_endpoints(site: SiteRepo, plan: Plan, site_id: str, reach: Reach) ->
         peers=peers,
         out_of_reach=out_of_reach,
         providers={n: Provider(p, p.url) for n, p in sorted(gw.external.items())},
-        replicas={},
-        surges={},
+        replicas=replicas,
+        surges=surges,
         counters_url=_cluster_counters(gw, namespace),
     )
+
+
+def surge_direct_service_name(deployment: str, replaces: int) -> str:
+    """The Service the gateway renders for a rollout's surge replica (gateway/objects/gateway.py): the
+    canary probes no surge, so it renders none."""
+    return L.dns_name(surge_name(deployment, replaces), "direct")
+
+
+def _service_url(service: str, namespace: str) -> str:
+    return f"http://{service}.{namespace}.svc.cluster.local:{ENGINE_SERVICE_PORT}/v1"
 
 
 def _local_engine(plan: Plan, site_id: str, reach: LocalRun, deployment: str) -> str | None:

@@ -4,11 +4,15 @@
   policy violation (exit 3): the gateway would never send that class there, and the file says it may;
 - one key hash under two tenants is a config problem (exit 2): the gateway could not tell them apart;
 - a data class with no gateway at a site its sovereignty rule allows is a policy violation (exit 3): its
-  requests would have to enter, and be metered, in a jurisdiction the rule keeps them out of.
+  requests would have to enter, and be metered, in a jurisdiction the rule keeps them out of;
+- a file of keys/gateway-relay/ that is not SITE.pub of a site of fabric.yaml holding an Ed25519 public key
+  is a config problem (exit 2): the rendered gateways would believe relays by it (gateway/relay_keys.py);
+  the key of a site that runs no gateway is a warning (it is not rendered).
 """
 
 from __future__ import annotations
 
+from llm_fabric.gateway.relay_keys import read_relay_keys
 from llm_fabric.policies.defaults import effective_policies
 from llm_fabric.policies.sovereignty import rule_refusals
 from llm_fabric.site.loader import FABRIC_FILE, SiteRepo
@@ -72,4 +76,8 @@ def check_entry_gateways(site: SiteRepo) -> list[Finding]:
     return findings
 
 
-site_checks: list[SiteCheck] = [check_external_providers, check_key_hashes, check_entry_gateways]
+def check_relay_keys(site: SiteRepo) -> list[Finding]:
+    return read_relay_keys(site)[1]
+
+
+site_checks: list[SiteCheck] = [check_external_providers, check_key_hashes, check_entry_gateways, check_relay_keys]

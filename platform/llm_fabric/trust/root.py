@@ -26,6 +26,7 @@ from llm_fabric.site.paths import RETIRED, check_name, repo_path
 from llm_fabric.trust.signatures import (
     ENDORSEMENT_SUFFIX,
     KEYS_DIR,
+    RELAY_KEYS_DIR,
     endorse_key,
     endorsement_signer,
     key_id,
@@ -44,8 +45,17 @@ class KeyChange:
     old_key_id: str | None = None
     endorsed_by: str | None = None
     problem: str | None = None  # why it is refused; None when it is endorsed (or a removal)
+    relay_site: str | None = None  # a gateway site's relay key (keys/gateway-relay/SITE.pub), not a federation key
 
     def describe(self) -> str:
+        if self.relay_site is not None:
+            was = f", was {self.old_key_id}" if self.old_key_id else ""
+            now = f" {self.key_id}" if self.key_id else f" {self.old_key_id}"
+            return (
+                f"relay key{now} of gateway site `{self.relay_site}` {self.change} ({self.file}){was}: "
+                f"relays signed by {'it' if self.key_id else 'that site'} are "
+                f"{'believed' if self.key_id else 'no longer believed'} as entering at `{self.relay_site}`"
+            )
         if self.change == "removed":
             return f"key {self.old_key_id} removed ({self.file}): nodes it signed are no longer trusted"
         what = f"key {self.key_id} {self.change} ({self.file})"
@@ -82,7 +92,7 @@ def trust_root(root: Path, base_rev: str | None = None, keyring: Path | None = N
     if base_rev is None:
         return TrustRoot({key_id(k): k for k in current.values()})
     _check_revision(root, base_rev)
-    base = _keys_at(root, base_rev)
+    base = _keys_at(root, base_rev, KEYS_DIR)
     base_ids = {key_id(k) for k in base.values()}
     trusted_base = {key_id(k): k for k in base.values()}
     trust = TrustRoot({}, base_rev, trusted_base)
@@ -105,7 +115,25 @@ def trust_root(root: Path, base_rev: str | None = None, keyring: Path | None = N
             continue
         _judge_new_key(trust, root, name, new, kind, old_id, trusted_base)
     trust.refused += _retirements_undone(root, base_rev)
+    trust.changes += _relay_key_changes(root, base_rev)
     return trust
+
+
+def _relay_key_changes(root: Path, base_rev: str) -> list[KeyChange]:
+    """The gateway sites' relay keys the change adds, replaces or removes: listed for the reviewer, not judged
+    (a relay key signs relays, never nodes; who merges the change decides which key speaks for a site)."""
+    current = public_key_files(root, RELAY_KEYS_DIR)
+    base = _keys_at(root, base_rev, RELAY_KEYS_DIR)
+    changes = []
+    for name in sorted(current.keys() | base.keys()):
+        new, old = current.get(name), base.get(name)
+        new_id, old_id = (key_id(new) if new else None), (key_id(old) if old else None)
+        if new_id == old_id:
+            continue
+        kind: Literal["added", "replaced", "removed"] = "removed" if new is None else "replaced" if old else "added"
+        site = name.removesuffix(".pub")
+        changes.append(KeyChange(kind, f"{RELAY_KEYS_DIR}/{name}", new_id, old_id, relay_site=site))
+    return changes
 
 
 def _judge_new_key(
@@ -145,6 +173,7 @@ def _judged_by_keyring(
     if base_rev is not None:
         _check_revision(root, base_rev)
         trust.refused += _retirements_undone(root, base_rev)
+        trust.changes += _relay_key_changes(root, base_rev)
     return trust
 
 
@@ -160,10 +189,10 @@ def _check_revision(root: Path, rev: str) -> None:
         )
 
 
-def _keys_at(root: Path, rev: str) -> dict[str, Ed25519PublicKey]:
-    """keys/*.pub of the site repo at `rev`, by file name."""
+def _keys_at(root: Path, rev: str, keys_dir: str) -> dict[str, Ed25519PublicKey]:
+    """KEYS_DIR/*.pub of the site repo at `rev`, by file name."""
     top, prefix = _repo_prefix(root)
-    folder = (PurePosixPath(prefix) / KEYS_DIR).as_posix()
+    folder = (PurePosixPath(prefix) / keys_dir).as_posix()
     listed = gitrepo.git(top, "ls-tree", "--name-only", rev, "--", folder + "/", check=False).splitlines()
     keys: dict[str, Ed25519PublicKey] = {}
     for name in listed:

@@ -30,6 +30,8 @@ from llm_fabric.site.models import NodeManifest, Signature
 from llm_fabric.site.root import require_site_root
 
 KEYS_DIR = "keys"
+# each gateway site's public relay key (SITE.pub): what the other sites believe its relays by (gateway/relay_keys.py)
+RELAY_KEYS_DIR = "keys/gateway-relay"
 PUBLIC_KEY_FILE = "enrollment.pub"
 KEY_ENV = "FABRIC_ENROLLMENT_KEY"
 ENDORSEMENT_SUFFIX = ".endorsement"

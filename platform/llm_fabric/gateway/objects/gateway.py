@@ -7,10 +7,15 @@ hashes: those come from the Secret `fabric-gateway-keys`, made from `fabric gate
 tenant-keys.json), an egress NetworkPolicy (DNS, the engines of this namespace, the site's allowed CIDRs: external
 providers and other sites), a PodMonitor and alert rules (429 rate, gateway errors). Each site's gateway
 relays to another site's gateway with the federation's peer key (the Secret `fabric-gateway-peer-key`, the
-same value at every site). With `routing: inference-extension`, per deployment a GIE InferencePool, its
-endpoint picker (Deployment, Service, ConfigMap with the scorers: prefix cache, queue, KV use;
-ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the inference Gateway to the pool;
-the gateway's entries for its own site then go to that Gateway.
+same value at every site: a bearer that grants nothing alone) and an assertion signed with its own site's
+relay key (the Secret `fabric-gateway-relay-key`, key `relay.pem`, made by the operator in that site's
+cluster only, rendered only where the site repo has keys/gateway-relay/SITE.pub); the serving site believes
+it by the ConfigMap `fabric-gateway-relay-peers` (every gateway site's public key, from keys/gateway-relay/).
+The gateway's entries reach each replica through its direct Service (the canary's); during a rollout it
+renders one per surge replica (`DEPLOYMENT-surge-INDEX-direct`). With `routing: inference-extension`, per
+deployment a GIE InferencePool, its endpoint picker (Deployment, Service, ConfigMap with the scorers:
+prefix cache, queue, KV use; ServiceAccount and Role to watch pods and pools) and an HTTPRoute from the
+inference Gateway to the pool; the gateway's entries for its own site then go to that Gateway.
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ import yaml
 
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.gateway.config import GatewayFiles, build_gateway, gateway_texts
+from llm_fabric.gateway.endpoints import surge_direct_service_name
 from llm_fabric.gateway.objects.inference_objectives import inference_objectives
+from llm_fabric.gateway.relay_keys import peers_document, read_relay_keys
 from llm_fabric.gateway.runtime.frontdoor import PEER_KEY_ENV
 from llm_fabric.gateway.runtime.inference import MODEL_HEADER
+from llm_fabric.gateway.runtime.relay import RELAY_KEY_ENV, RELAY_PEERS_ENV
 from llm_fabric.gateway.runtime.settings import (
     KEYS_ENV,
     KEYS_FILE,
@@ -40,7 +48,7 @@ from llm_fabric.names import CANARY_PROBER_LABELS as PROBER_LABELS
 from llm_fabric.names import CANARY_URL_ENV
 from llm_fabric.names import canary_url as prober_url
 from llm_fabric.plan.document import Plan
-from llm_fabric.serving.workloads import ENGINE_LABELS
+from llm_fabric.serving.workloads import ENGINE_LABELS, site_surges, surge_name
 from llm_fabric.site.models import GatewayConfig
 from llm_fabric.trust.sites import TrustedSite
 
@@ -50,6 +58,12 @@ KEYS_SECRET = "fabric-gateway-keys"
 MASTER_KEY_SECRET = "fabric-gateway-master-key"
 EXTERNAL_SECRET = "fabric-gateway-external"
 PEER_KEY_SECRET = "fabric-gateway-peer-key"
+RELAY_KEY_SECRET = "fabric-gateway-relay-key"  # this site's Ed25519 private key, in this site's cluster only
+RELAY_KEY_FILE = "relay.pem"
+RELAY_PEERS = "fabric-gateway-relay-peers"  # every gateway site's public relay key (keys/gateway-relay/)
+RELAY_PEERS_FILE = "relay-peers.json"
+RELAY_KEY_DIR = "/etc/fabric-gateway-relay-key"
+RELAY_PEERS_DIR = "/etc/fabric-gateway-relay-peers"
 CONFIG_DIR = "/etc/fabric-gateway"
 KEYS_DIR = "/etc/fabric-gateway-keys"
 RECORDS_DIR = "/var/lib/fabric-gateway"
@@ -74,7 +88,10 @@ def build_gateway_bundles(site: TrustedSite, plan: Plan, site_id: str, namespace
     if gw is None or site_id not in site.config.gateway_sites():
         return []
     files = build_gateway(site, plan, site_id=site_id)
-    bundles = [Bundle("gateway", NAME, _gateway_objects(site, site_id, namespace, gw, files))]
+    objects = _gateway_objects(site, site_id, namespace, gw, files)
+    if gw.routing != "inference-extension":
+        objects += _surge_services(plan, site_id, namespace)
+    bundles = [Bundle("gateway", NAME, objects)]
     if gw.routing == "inference-extension":
         for deployment in sorted({r.deployment for r in plan.replicas if r.site == site_id}):
             objects = _inference_objects(deployment, namespace)
@@ -89,17 +106,27 @@ def _gateway_objects(
 ) -> list[Manifest]:
     labels = L.common_labels("gateway", NAME) | GATEWAY_LABELS
     texts = gateway_texts(files, with_keys=False)
-    digest = hashlib.sha256("".join(texts.values()).encode()).hexdigest()[:16]
+    relay_keys = read_relay_keys(site)[0]  # the site checks refuse a repo with a bad one
+    peers = peers_document(relay_keys)
+    # a new public relay key rolls the pods too: the hooks read the peers at start-up
+    digest = hashlib.sha256("".join([*texts.values(), peers]).encode()).hexdigest()[:16]
     config_map: Manifest = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": NAME, "namespace": namespace, "labels": labels},
         "data": texts,
     }
+    relay_peers: Manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": RELAY_PEERS, "namespace": namespace, "labels": labels},
+        "data": {RELAY_PEERS_FILE: peers},
+    }
     return [
         config_map,
+        relay_peers,
         _records_claim(namespace, gw, labels),
-        _deployment(namespace, gw, labels, digest),
+        _deployment(namespace, gw, labels, digest, signs_relays=site_id in relay_keys),
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -123,7 +150,9 @@ def _gateway_objects(
     ]
 
 
-def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], digest: str) -> Manifest:
+def _deployment(
+    namespace: str, gw: GatewayConfig, labels: dict[str, str], digest: str, *, signs_relays: bool
+) -> Manifest:
     env: list[dict[str, Any]] = [
         {"name": "LITELLM_LOCAL_MODEL_COST_MAP", "value": "True"},  # never fetch the cost map at start-up
         {"name": "LITELLM_MASTER_KEY", "valueFrom": {"secretKeyRef": {"name": MASTER_KEY_SECRET, "key": "key"}}},
@@ -138,7 +167,26 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
             "valueFrom": {"secretKeyRef": {"name": PEER_KEY_SECRET, "key": "key", "optional": True}},
         },
         {"name": CANARY_URL_ENV, "value": prober_url(namespace)},  # the canary's rotation (docs/canary.md)
+        # whose signed relays this gateway believes: every gateway site's public relay key
+        {"name": RELAY_PEERS_ENV, "value": f"{RELAY_PEERS_DIR}/{RELAY_PEERS_FILE}"},
     ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "keys", "mountPath": KEYS_DIR, "readOnly": True},
+        {"name": "relay-peers", "mountPath": RELAY_PEERS_DIR, "readOnly": True},
+        {"name": "records", "mountPath": RECORDS_DIR},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": NAME}},
+        {"name": "keys", "secret": {"secretName": KEYS_SECRET}},
+        {"name": "relay-peers", "configMap": {"name": RELAY_PEERS}},
+        {"name": "records", "persistentVolumeClaim": {"claimName": RECORDS_CLAIM}},
+    ]
+    if signs_relays:
+        # not optional: a gateway whose relays would go unsigned (and be refused) does not start without its key
+        env.append({"name": RELAY_KEY_ENV, "value": f"{RELAY_KEY_DIR}/{RELAY_KEY_FILE}"})
+        mounts.append({"name": "relay-key", "mountPath": RELAY_KEY_DIR, "readOnly": True})
+        volumes.append({"name": "relay-key", "secret": {"secretName": RELAY_KEY_SECRET, "defaultMode": 0o400}})
     for provider in sorted(gw.external.values(), key=lambda p: p.api_key_env or ""):
         if provider.api_key_env:
             env.append(
@@ -159,11 +207,7 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
         "readinessProbe": {**probe, "httpGet": {"path": "/health/readiness", "port": "http"}},
         "livenessProbe": probe,
         "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"memory": "4Gi"}},
-        "volumeMounts": [
-            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-            {"name": "keys", "mountPath": KEYS_DIR, "readOnly": True},
-            {"name": "records", "mountPath": RECORDS_DIR},
-        ],
+        "volumeMounts": mounts,
         "securityContext": {"allowPrivilegeEscalation": False},
     }
     return {
@@ -180,15 +224,33 @@ def _deployment(namespace: str, gw: GatewayConfig, labels: dict[str, str], diges
                 "metadata": {"labels": labels, "annotations": {"llm-fabric.io/config-sha256": digest}},
                 "spec": {
                     "containers": [container],
-                    "volumes": [
-                        {"name": "config", "configMap": {"name": NAME}},
-                        {"name": "keys", "secret": {"secretName": KEYS_SECRET}},
-                        {"name": "records", "persistentVolumeClaim": {"claimName": RECORDS_CLAIM}},
-                    ],
+                    "volumes": volumes,
                 },
             },
         },
     }
+
+
+def _surge_services(plan: Plan, site_id: str, namespace: str) -> list[Manifest]:
+    """A direct Service per surge replica of a rollout here: the gateway's entry of its own (endpoints.py).
+    The canary renders the replicas' (`REPLICA-direct`); it probes no surge, so these are the gateway's."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": surge_direct_service_name(s.placement.deployment, s.replaces),
+                "namespace": namespace,
+                "labels": L.common_labels("gateway", NAME) | {L.DEPLOYMENT: s.placement.deployment},
+            },
+            "spec": {
+                "selector": ENGINE_LABELS
+                | {L.REPLICA: surge_name(s.placement.deployment, s.replaces), L.DEPLOYMENT: s.placement.deployment},
+                "ports": [{"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}],
+            },
+        }
+        for s in site_surges(plan, site_id)
+    ]
 
 
 def _records_claim(namespace: str, gw: GatewayConfig, labels: dict[str, str]) -> Manifest:
