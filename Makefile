@@ -96,8 +96,11 @@ system-deps:
 demo: venv system-deps engine gateway
 	bash demo/run.sh
 
+# on PYTEST_WORKERS pytest-xdist workers: most tests wait on the processes they start, so even 2 cores keep
+# 2 workers busy (docs/benchmarks.md, "The test suite"); conftest.py says which tests share a worker
+PYTEST_WORKERS ?= 2
 pytest: venv system-deps engine gateway pycompat
-	@FABRIC_REQUIRE_ALL=1 FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest; rc=$$?; \
+	@FABRIC_REQUIRE_ALL=1 FABRIC_REQUIRE_ENGINE=1 FABRIC_REQUIRE_PYCOMPAT=1 $(BIN)/pytest -n $(PYTEST_WORKERS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 typecheck: venv

@@ -12,10 +12,10 @@ import pytest
 
 from llm_fabric.deploy.build import StackInputs, load_inputs
 from llm_fabric.distribution import data_path
-from llm_fabric.init import init_site
 from llm_fabric.kube.options import StackOptions
 from llm_fabric.trust.sites import load_trusted_site
 from tests.deploy.planfixture import seed_plan
+from tests.fixtures.siterepo import site_copy
 
 REFERENCE = data_path("examples", "cerit-sc")
 
@@ -23,7 +23,7 @@ REFERENCE = data_path("examples", "cerit-sc")
 @pytest.fixture
 def reference_inputs(tmp_path_factory: pytest.TempPathFactory) -> StackInputs:
     # outside the test's tmp_path: tests list and read everything a render writes there
-    root = init_site(tmp_path_factory.mktemp("reference") / "site", "cerit-sc").root
+    root = site_copy(tmp_path_factory.mktemp("reference") / "site")
     return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_trusted_site(root), plan=seed_plan())
 
 
@@ -32,7 +32,7 @@ def edited_site(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str,
     """Factory: a copy of the reference site with files replaced (relative path -> YAML text)."""
 
     def make(files: dict[str, str]) -> StackInputs:
-        root = init_site(tmp_path_factory.mktemp("edited") / "site", "cerit-sc").root
+        root = site_copy(tmp_path_factory.mktemp("edited") / "site")
         for rel, text in files.items():
             (root / rel).write_text(text)
         return load_inputs(StackOptions(site_repo=root, site="brno"), site=load_trusted_site(root), plan=seed_plan())

@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,13 +113,25 @@ def missing_lines(expected: list[str], actual: list[str]) -> list[str]:
     return missing
 
 
+_TEMPLATE: list[Path] = []  # the session's one `fabric init` result, copied for each block
+
+
 def sandbox() -> Path:
-    """A fresh folder with `site`, the reference federation (its private key beside it)."""
+    """A fresh folder with `site`, the reference federation (its private key beside it).
+
+    `fabric init site --example cerit-sc` runs once per test process and each block gets a copy of what it
+    made: hundreds of blocks, each a second or two of `init`, were minutes of the suite. The copies share a
+    key and commit ids, which the comparison masks, and no block sees another's changes.
+    """
+    if not _TEMPLATE:
+        template = Path(tempfile.mkdtemp(prefix="fabric-doc-template-"))
+        subprocess.run(
+            [str(BIN / "fabric"), "init", "site", "--example", "cerit-sc"], cwd=template, env=environment(template),
+            capture_output=True, check=True, timeout=120,
+        )  # fmt: skip
+        _TEMPLATE.append(template)
     root = Path(tempfile.mkdtemp(prefix="fabric-doc-"))
-    subprocess.run(
-        [str(BIN / "fabric"), "init", "site", "--example", "cerit-sc"], cwd=root, env=environment(root),
-        capture_output=True, check=True, timeout=120,
-    )  # fmt: skip
+    shutil.copytree(_TEMPLATE[0], root, symlinks=True, dirs_exist_ok=True)
     return root
 
 

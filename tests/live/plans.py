@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from llm_fabric.cli.main import main
-from llm_fabric.init import init_site
 from tests.fixtures.gateway_site import edit_yaml
+from tests.fixtures.siterepo import site_copy
 
 DEPLOYMENT = "qwen3-5"  # the cerit-sc deployment of the qwen3.5 recipe (the tiny engine's recipe)
 
 
 def planned_site(root: Path, **deployment: Any) -> Path:
     """The cerit-sc example with `deployment`'s fields set on qwen3-5."""
-    repo = init_site(root, "cerit-sc").root
+    repo = site_copy(root)
     edit_yaml(repo / "deployments" / f"{DEPLOYMENT}.yaml", lambda d: d.update(deployment))
     return repo
 
