@@ -90,7 +90,8 @@ def test_alerts_for_gpus_no_signed_manifest_lists_get_no_branch_and_do_not_stop_
             f"the alert names UUID GPU-00000000-0000-4000-8000-{n:012d}, which the signed manifest of `{node}` "
             "does not list; nothing done"
         ) in done.stdout
-    assert "skipped alert FabricGpuXidNodeFatal: its node label `../nodes/hgx-h200-ceitec` is not a valid name" in done.stdout
+    bad_label = "skipped alert FabricGpuXidNodeFatal: its node label `../nodes/hgx-h200-ceitec` is not a valid name"
+    assert bad_label in done.stdout
     assert "where the signed manifest of `hgx-h200-ceitec` does not; nothing done" in done.stdout
     assert "`gpu99` is no node of this site repo (nodes/ on main); nothing done" in done.stdout
     # only the genuine fault's branch, signed, cordoning the node whose manifest lists the GPU

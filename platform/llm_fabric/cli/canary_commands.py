@@ -47,6 +47,12 @@ def _address(value: str) -> tuple[str, int]:
 )
 @prometheus_option("With --serve: read node-fatal Xid alerts and cordoned nodes here.")
 @click.option(
+    "--write-token-file",
+    "write_token",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --serve: a drain notice (POST) must carry this file's token as a bearer; without it, no writes.",
+)
+@click.option(
     "--references",
     "references_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -65,6 +71,7 @@ def canary_command(
     serve_at: str | None,
     every: float,
     prometheus_url: str | None,
+    write_token: Path | None,
     references_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -79,7 +86,8 @@ def canary_command(
           --endpoint qwen3-5/1=http://10.0.0.8:8000
       fabric canary -C ./site --plan plan.json --endpoint qwen3-5/0=http://10.0.0.7:8000 \\
           --record --branch canary/qwen3-5
-      fabric canary -C ./site --plan plan.json --endpoint ... --serve 0.0.0.0:9400 --every 60
+      fabric canary -C ./site --plan plan.json --endpoint ... --serve 0.0.0.0:9400 --every 60 \\
+          --write-token-file /etc/fabric-canary-token/token
     """
     from llm_fabric.live import canary as core
     from llm_fabric.live.drift import endpoints_of
@@ -111,7 +119,7 @@ def canary_command(
         return core.run_canary(plan, urls, refs, timeout=timeout, only=only)
 
     if serve_at is not None:
-        _serve(root, plan, once, _address(serve_at), every, prometheus_url, metrics_file)
+        _serve(root, plan, once, _address(serve_at), every, prometheus_url, metrics_file, write_token)
         return
     run = once()
     if metrics_file is not None:
@@ -199,6 +207,7 @@ def _serve(
     every: float,
     prometheus: str | None,
     metrics_file: Path | None,
+    write_token: Path | None,
 ) -> None:
     from llm_fabric.live.prober import RotationEntry, prometheus_nodes_out, rotation, serve
     from llm_fabric.site.loader import load_site
@@ -240,7 +249,9 @@ def _serve(
     # every replica of the plan, in and unknown, until the first run: a drain notice may come before it
     replicas = rotation(plan, CanaryRun([], []), {})
     err_console.print(f"canary prober on http://{address[0]}:{address[1]} (every {every:g}s)", markup=False)
-    serve(address, cycle, every, on_cycle=report, replicas=replicas)
+    if write_token is None:
+        err_console.print("warning: no --write-token-file: drain notices (POST) are refused (401)", markup=False)
+    serve(address, cycle, every, on_cycle=report, replicas=replicas, write_token=write_token)
 
 
 commands = [canary_command]
