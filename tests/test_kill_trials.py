@@ -109,19 +109,22 @@ def test_killed_retire_is_completed_by_the_rerun(make_site_repo) -> None:  # typ
 
 
 def test_killed_remediate_leaves_the_checkout_and_no_half_branch(make_site_repo) -> None:  # type: ignore[no-untyped-def]
-    args = ["nodes", "remediate", "--node", "hgx-h100-tuwien", "--xid", "79", "-C"]
-    within = _timed(*args, str(make_site_repo(name="probe")))
+    def args(site: Path) -> list[str]:  # remediate signs only with the key it is given (--key)
+        key = site.parent / f"{site.name}.enrollment.key"
+        return ["nodes", "remediate", "--node", "hgx-h100-tuwien", "--xid", "79", "-C", str(site), "--key", str(key)]
+
+    within = _timed(*args(make_site_repo(name="probe")))
     for trial in range(TRIALS):
         site = make_site_repo(name=f"site{trial}")
         head = git(site, "rev-parse", "HEAD")
-        _killed([*args, str(site)], within)
+        _killed(args(site), within)
         assert _clean(site) and git(site, "rev-parse", "HEAD") == head  # the checkout is never written to
         branch = git(site, "branch", "--list", "remediate/*").strip()
         if branch:  # a branch exists only as update-ref made it: one signed cordon commit
             assert git(site, "log", "--format=%s", "main..remediate/hgx-h100-tuwien-xid79").strip() == (
                 "cordon hgx-h100-tuwien: node-fatal Xid 79 (GPU has fallen off the bus)"
             )
-        proc = _fabric(*args, str(site))
+        proc = _fabric(*args(site))
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert ("nothing changed" in proc.stdout) == bool(branch), proc.stdout
         assert git(site, "rev-list", "--count", "main..remediate/hgx-h100-tuwien-xid79").strip() == "1"

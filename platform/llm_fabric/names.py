@@ -40,6 +40,11 @@ CANARY_IN_ROTATION_METRIC = "fabric_canary_in_rotation"
 CANARY_HELD_METRIC = "fabric_canary_held_in_rotation"
 # the gateway's environment naming the prober (gateway.objects.gateway sets it, gateway.runtime.rotation reads it)
 CANARY_URL_ENV = "FABRIC_CANARY_URL"
+# its write token: a Secret the operator makes (docs/canary.md), never rendered with a value, mounted on the
+# prober (which checks drain notices against it) and on the engine pods (whose preStop drain sends it)
+CANARY_TOKEN_SECRET = "fabric-canary-token"
+CANARY_TOKEN_DIR = "/etc/fabric-canary-token"
+CANARY_TOKEN_FILE = f"{CANARY_TOKEN_DIR}/token"
 
 
 def canary_url(namespace: str) -> str:

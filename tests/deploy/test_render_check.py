@@ -57,8 +57,9 @@ def test_cli_check_passes_the_reference_site(
     # dcgm-exporter (collectors ConfigMap, DaemonSet, Service, ServiceMonitor), four dashboard ConfigMaps
     # in place of the one dashboard before; the canary prober (ConfigMap, Deployment, Service, a direct
     # Service per replica: 7; PodMonitor, rules); the gateway's Redis (StatefulSet, Service, two NetworkPolicies);
-    # a PodDisruptionBudget per deployment: 7; the gateway's relay peers ConfigMap (issue 39 F1)
-    assert check == {"kubernetes_version": "1.33", "core": 52, "custom": 23, "custom_unchecked": 0, "crds": str(crds)}
+    # a PodDisruptionBudget per deployment: 7; the gateway's relay peers ConfigMap (issue 39 F1); the ingress
+    # NetworkPolicies of the engines and of the prober (issue 39 F6, F8)
+    assert check == {"kubernetes_version": "1.33", "core": 54, "custom": 23, "custom_unchecked": 0, "crds": str(crds)}
     assert main(args) == 0  # without --crds: custom resources are counted, not checked
     assert "23 custom resources not checked (no --crds DIR)" in capsys.readouterr().out
 

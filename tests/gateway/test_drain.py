@@ -37,7 +37,7 @@ from tests.live.plans import DEPLOYMENT, plan_of, planned_site
 from llm_fabric.cli.main import main
 from llm_fabric.engine.process import free_port
 from llm_fabric.gateway.runtime.rotation import REFRESH_S
-from llm_fabric.names import CANARY_PORT, CANARY_SERVICE
+from llm_fabric.names import CANARY_PORT, CANARY_SERVICE, CANARY_TOKEN_FILE
 from llm_fabric.plan.document import load_plan
 from llm_fabric.serving.probes import ROTATION_MARGIN_S
 
@@ -120,11 +120,13 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
     other = next(r for r in plan.replicas if r.deployment != DEPLOYMENT)
     fabric = str(Path(sys.executable).parent / "fabric")
     prober_port = free_port()
+    token = tmp_path / "canary-token"  # the Secret fabric-canary-token's file, mounted on the prober and the engines
+    token.write_text("drain-notice-token\n")
     prober = f"http://127.0.0.1:{prober_port}"
     prober_argv = [
         fabric, "canary", "-C", str(repo), "--plan", str(plan_file), "--timeout", "1",
         "--endpoint", f"{other.deployment}/{other.index}=http://127.0.0.1:9",
-        "--serve", f"127.0.0.1:{prober_port}", "--every", "2",
+        "--serve", f"127.0.0.1:{prober_port}", "--every", "2", "--write-token-file", str(token),
     ]  # fmt: skip
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
@@ -174,9 +176,10 @@ def test_a_draining_replica_finishes_its_streams_and_new_requests_go_to_the_othe
         assert notice == f"http://{CANARY_SERVICE}.{NAMESPACE}.svc.cluster.local:{CANARY_PORT}{path}"
         assert float(flag_value(command, "--settle")) >= REFRESH_S + ROTATION_MARGIN_S
         assert flag_value(command, "--running-metric") == RUNNING_METRIC
+        assert flag_value(command, "--notice-token-file") == CANARY_TOKEN_FILE
         settle = REFRESH_S + 2  # the rendered 30 s also waits for the Services' endpoints, which this test has not
         values = {"--port": str(a.port), "--drain-file": str(tmp_path / "draining"), "--settle": str(settle),
-                  "--notice-url": prober + path}  # fmt: skip
+                  "--notice-url": prober + path, "--notice-token-file": str(token)}  # fmt: skip
         argv = [sys.executable, *command[1:]]
         for flag, value in values.items():
             argv[argv.index(flag) + 1] = value

@@ -1,7 +1,8 @@
 """The prober's drain endpoint (`POST /replicas/DEPLOYMENT/INDEX/drain`), served by the real `live.prober.serve`
 with a cycle the test controls: a notice takes the replica out at once (before any cycle too), a repeated
 one changes nothing, a mark expires by itself, and a path or body it does not take is refused with a
-message. tests/gateway/test_drain.py runs the notice from the rendered preStop through the real proxy."""
+message. Every write carries the prober's write token (tests/live/test_prober_attacks.py: the writes without it).
+tests/gateway/test_drain.py runs the notice from the rendered preStop through the real proxy."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from llm_fabric.engine.process import free_port
 from llm_fabric.live.canary import CanaryRun
 from llm_fabric.live.prober import DRAIN_MARK_S, RotationEntry, serve
 
+TOKEN = "a-test-write-token"  # the Secret's value in the cluster; a file here
 REPLICAS = [
     RotationEntry("qwen3-5", 0, "brno", "dgx-b300-01", "unknown", []),
     RotationEntry("qwen3-5", 1, "brno", "dgx-b300-01", "unknown", []),
@@ -34,7 +37,9 @@ class Prober:
 
 
 @pytest.fixture
-def prober() -> Iterator[Prober]:
+def prober(tmp_path: Path) -> Iterator[Prober]:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")  # as a Secret's file may end
     port = free_port()
     started = Prober(f"http://127.0.0.1:{port}")
     cycles = 0
@@ -47,7 +52,10 @@ def prober() -> Iterator[Prober]:
         return CanaryRun([], []), [REPLICAS[0], failing], []
 
     thread = threading.Thread(
-        target=serve, args=(("127.0.0.1", port), cycle, 0.1), kwargs={"cycles": 2, "replicas": REPLICAS}, daemon=True
+        target=serve,
+        args=(("127.0.0.1", port), cycle, 0.1),
+        kwargs={"cycles": 2, "replicas": REPLICAS, "write_token": token},
+        daemon=True,
     )
     thread.start()
     deadline = time.monotonic() + 10
@@ -68,8 +76,9 @@ def get(url: str) -> Any:
         return json.loads(response.read())
 
 
-def post(url: str, body: bytes = b"") -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+def post(url: str, body: bytes = b"", token: str | None = TOKEN) -> tuple[int, Any]:
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, json.loads(response.read())

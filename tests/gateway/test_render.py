@@ -84,6 +84,9 @@ def test_the_gateway_renders_valid_objects_without_keys(site_and_plan: tuple[Pat
     assert not [n for n in objects if n.startswith(("inferencepool-", "httproute-"))]
 
 
+GATEWAY_NAME = "gateway.networking.k8s.io/gateway-name"
+
+
 def _inference_site(repo: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "site"
     shutil.copytree(repo, copy)
@@ -148,6 +151,13 @@ def test_inference_extension_routing_adds_pools_pickers_and_routes(
             "name": deployment,
         }
         assert route["matches"][0]["headers"] == [{"name": "X-Gateway-Model-Name", "value": deployment}]
+        # the engines admit only the tenant gateway, the prober and Prometheus: here also the inference
+        # Gateway's proxy and this deployment's picker (issue 39, F8)
+        ingress = objects[f"networkpolicy-{deployment}-engines-ingress.yaml"]["spec"]
+        assert ingress["podSelector"]["matchLabels"][L.DEPLOYMENT] == deployment  # type: ignore[index]
+        proxy = {"namespaceSelector": {}, "podSelector": {"matchLabels": {GATEWAY_NAME: "llm-fabric-inference"}}}
+        picker = {"podSelector": {"matchLabels": {"inferencepool": f"{deployment}-epp"}}}
+        assert ingress["ingress"] == [{"from": [proxy, picker], "ports": [{"protocol": "TCP", "port": 8000}]}]  # type: ignore[index]
         assert config["featureGates"] == ["flowControl"]  # the fairness id and the objectives' priorities count
         fairness = config["flowControl"]["defaultPriorityBand"]["fairnessPolicyRef"]
         assert fairness == "round-robin-fairness-policy" and fairness in declared  # per tenant, not first come

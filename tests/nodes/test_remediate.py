@@ -25,7 +25,17 @@ import yaml
 from tests.fixtures.cli import FABRIC, fabric, git
 from tests.fixtures.prometheus import PrometheusServer, free_port, scrape_job
 
-GPU7_UUID = "GPU-7e5a1c00-0000-4000-8000-000000000007"
+
+def uuid_of(site: Path, node: str, index: int) -> str:
+    """The UUID NODE's signed manifest lists for GPU INDEX: what dcgm-exporter reports for that GPU."""
+    return str(yaml.safe_load((site / "nodes" / f"{node}.yaml").read_text())["gpus"]["uuids"][index])
+
+
+def remediate(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`fabric nodes remediate` with the key it signs with given explicitly, as it must be."""
+    return fabric(
+        "nodes", "remediate", "-C", str(site), "--key", str(site.parent / f"{site.name}.enrollment.key"), *args
+    )
 
 
 class XidExporter:
@@ -134,18 +144,19 @@ def test_a_firing_node_fatal_xid_becomes_a_signed_cordon_on_a_branch_that_moves_
     enroll_second_h100(site_repo, tmp_path)
     before = {(r["deployment"], r["index"]): r["node"] for r in placement(site_repo)["replicas"]}
     assert before[("gpt-oss-120b", 0)] == "gpu7"  # the replica the fault must move
-    exporter.values[("gpu7", 0, GPU7_UUID)] = 79
-    exporter.values[("hgx-h100-tuwien", 0, "GPU-0000")] = 0
+    gpu7_uuid = uuid_of(site_repo, "gpu7", 0)
+    exporter.values[("gpu7", 0, gpu7_uuid)] = 79
+    exporter.values[("hgx-h100-tuwien", 0, uuid_of(site_repo, "hgx-h100-tuwien", 0))] = 0
     prom = watched_by_prometheus(
         prometheus_factory, exporter, site_repo, tmp_path, ["gpu7", "hgx-h100-tuwien"], "FabricGpuXidNodeFatal"
     )
     head, status = git(site_repo, "rev-parse", "HEAD"), git(site_repo, "status", "--porcelain")
 
-    done = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url)
+    done = remediate(site_repo, "--prometheus", prom.url)
 
     assert done.returncode == 0, done.stdout + done.stderr
     branch = "remediate/gpu7-xid79"
-    assert f"node-fatal Xid 79 (GPU has fallen off the bus) on gpu7 (GPU 0 ({GPU7_UUID})): cordoned `gpu7` " in (
+    assert f"node-fatal Xid 79 (GPU has fallen off the bus) on gpu7 (GPU 0 ({gpu7_uuid})): cordoned `gpu7` " in (
         done.stdout
     )
     assert f"on branch {branch}" in done.stdout and "review and merge it into main" in done.stdout
@@ -161,7 +172,7 @@ def test_a_firing_node_fatal_xid_becomes_a_signed_cordon_on_a_branch_that_moves_
     assert git(site_repo, "rev-list", "--count", f"main..{branch}").strip() == "1"
     message = git(site_repo, "log", "-1", "--format=%B", branch)
     assert message.startswith("cordon gpu7: node-fatal Xid 79 (GPU has fallen off the bus)\n")
-    assert f"GPU 0 ({GPU7_UUID}); source: FabricGpuXidNodeFatal" in message
+    assert f"GPU 0 ({gpu7_uuid}); source: FabricGpuXidNodeFatal" in message
     assert git(site_repo, "diff", "--name-only", f"main..{branch}").split() == ["nodes/gpu7.yaml"]
 
     # the branch as a reviewer checks it out: signed, valid against main's keys, the replica moved
@@ -179,16 +190,16 @@ def test_a_firing_node_fatal_xid_becomes_a_signed_cordon_on_a_branch_that_moves_
 
     # the alert still fires (the gauge holds the last Xid): a second run changes nothing, and says so
     branches = refs(site_repo)
-    again = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url)
+    again = remediate(site_repo, "--prometheus", prom.url)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"the cordon is already on the review branch {branch}; nothing changed" in again.stdout
     assert "## Remediation" not in again.stdout
     assert refs(site_repo) == branches and git(site_repo, "status", "--porcelain") == ""
 
     # another node-fatal Xid of the same node while the branch waits for review: still one branch
-    exporter.values[("gpu7", 1, "GPU-7e5a1c00-0000-4000-8000-000000000071")] = 48
+    exporter.values[("gpu7", 1, uuid_of(site_repo, "gpu7", 1))] = 48
     prom.wait_for('ALERTS{alertname="FabricGpuXidNodeFatal",alertstate="firing",gpu="1"}')
-    third = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url)
+    third = remediate(site_repo, "--prometheus", prom.url)
     assert third.returncode == 0, third.stdout + third.stderr
     assert f"`gpu7` is already cordoned on the review branch {branch}; nothing changed" in third.stdout
     assert refs(site_repo) == branches
@@ -197,7 +208,8 @@ def test_a_firing_node_fatal_xid_becomes_a_signed_cordon_on_a_branch_that_moves_
 def test_an_application_xid_pages_nobody_and_writes_nothing(
     site_repo: Path, tmp_path: Path, exporter: XidExporter, prometheus_factory: Callable[..., PrometheusServer]
 ) -> None:
-    exporter.values[("hgx-h100-tuwien", 2, "GPU-0002")] = 13
+    gpu2 = uuid_of(site_repo, "hgx-h100-tuwien", 2)
+    exporter.values[("hgx-h100-tuwien", 2, gpu2)] = 13
     prom = watched_by_prometheus(
         prometheus_factory, exporter, site_repo, tmp_path, ["hgx-h100-tuwien"], "FabricGpuXidApplication"
     )
@@ -205,13 +217,12 @@ def test_an_application_xid_pages_nobody_and_writes_nothing(
     assert alert["metric"]["severity"] == "info"  # the route to no receiver: nobody is paged
     branches = refs(site_repo)
 
-    done = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url)
+    done = remediate(site_repo, "--prometheus", prom.url)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "application Xid 13 (Graphics Engine Exception" in done.stdout
-    assert (
-        "on hgx-h100-tuwien (GPU 2 (GPU-0002)): the workload's own fault, counted, pages nobody; nothing written"
-        in (done.stdout)
+    assert f"on hgx-h100-tuwien (GPU 2 ({gpu2})): the workload's own fault, counted, pages nobody; nothing written" in (
+        done.stdout
     )
     assert refs(site_repo) == branches and git(site_repo, "status", "--porcelain") == ""
 
@@ -223,7 +234,8 @@ def test_watch_acts_on_each_fault_when_it_starts_firing_and_stops_on_ctrl_c(
         scrape_configs=[exporter.job("hgx-h100-tuwien")], rule_files=[rendered_rules(site_repo, tmp_path / "r")]
     )
     watch = subprocess.Popen(
-        [FABRIC, "nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url, "--watch", "1"],
+        [FABRIC, "nodes", "remediate", "-C", str(site_repo), "--key", str(tmp_path / "site.enrollment.key"),
+         "--prometheus", prom.url, "--watch", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     lines: list[str] = []
@@ -238,19 +250,20 @@ def test_watch_acts_on_each_fault_when_it_starts_firing_and_stops_on_ctrl_c(
             assert time.monotonic() < deadline and watch.poll() is None, f"`{text}` not printed: {lines}"
             time.sleep(0.2)
 
+    gpu0 = uuid_of(site_repo, "hgx-h100-tuwien", 0)
     restart = (
         "replica-fatal Xid 109 (Context switch timeout: the engine's context is wedged) on hgx-h100-tuwien "
-        "(GPU 0 (GPU-0000)): restart gpt-oss-120b/0 (kubectl delete pod --all-namespaces -l "
+        f"(GPU 0 ({gpu0})): restart gpt-oss-120b/0 (kubectl delete pod --all-namespaces -l "
         "'fabric.llm/replica=gpt-oss-120b-0'); no cordon, nothing written"
     )
     try:
         printed(f"watching {prom.url} every 1 s (Ctrl-C stops)")
         time.sleep(2)  # a quiet poll or two first: nothing fires yet
         assert "remediate/" not in refs(site_repo)
-        exporter.values[("hgx-h100-tuwien", 5, "GPU-0005")] = 74
+        exporter.values[("hgx-h100-tuwien", 5, uuid_of(site_repo, "hgx-h100-tuwien", 5))] = 74
         printed("### fabric validate --base main: valid")  # the branch, then its review
         assert "refs/heads/remediate/hgx-h100-tuwien-xid74" in refs(site_repo)
-        exporter.values[("hgx-h100-tuwien", 0, "GPU-0000")] = 109  # gpt-oss-120b/0's GPU
+        exporter.values[("hgx-h100-tuwien", 0, gpu0)] = 109  # gpt-oss-120b/0's GPU
         printed(restart)
         time.sleep(3)  # polls while both still fire print nothing
     finally:
@@ -266,7 +279,7 @@ def test_watch_acts_on_each_fault_when_it_starts_firing_and_stops_on_ctrl_c(
 
 def test_a_named_replica_fatal_xid_says_restart_and_writes_nothing(site_repo: Path) -> None:
     branches = refs(site_repo)
-    done = fabric("nodes", "remediate", "-C", str(site_repo), "--node", "hgx-h200-ceitec", "--xid", "109")
+    done = remediate(site_repo, "--node", "hgx-h200-ceitec", "--xid", "109")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "replica-fatal Xid 109 (Context switch timeout: the engine's context is wedged) on hgx-h200-ceitec:" in (
         done.stdout
@@ -327,14 +340,14 @@ def test_refused_over_an_uncommitted_site_repo_and_for_an_unknown_node(site_repo
     tenant = site_repo / "tenants" / "tuwien-ai.yaml"
     tenant.write_text(tenant.read_text() + "# an edit in progress\n")
     branches = refs(site_repo)
-    done = fabric("nodes", "remediate", "-C", str(site_repo), "--node", "hgx-h100-tuwien", "--xid", "79")
+    done = remediate(site_repo, "--node", "hgx-h100-tuwien", "--xid", "79")
     assert done.returncode == 2
     assert "error: `fabric nodes remediate` depends on uncommitted changes: tenants/tuwien-ai.yaml" in done.stderr
     assert "nothing was written" in done.stderr
     assert refs(site_repo) == branches
     git(site_repo, "checkout", "--", "tenants/tuwien-ai.yaml")
 
-    unknown = fabric("nodes", "remediate", "-C", str(site_repo), "--node", "gpu99", "--xid", "79")
+    unknown = remediate(site_repo, "--node", "gpu99", "--xid", "79")
     assert unknown.returncode == 2
     assert "`gpu99` is no node of this site repo (nodes/ on main); nothing written" in unknown.stderr
     assert refs(site_repo) == branches
@@ -344,12 +357,12 @@ def test_a_prometheus_without_the_gpu_rules_or_unreachable_is_a_clear_error(
     site_repo: Path, prometheus_factory: Callable[..., PrometheusServer]
 ) -> None:
     bare = prometheus_factory()
-    done = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", bare.url)
+    done = remediate(site_repo, "--prometheus", bare.url)
     assert done.returncode == 2
     assert f"Prometheus at {bare.url} has no FabricGpuXid* alert rules loaded" in done.stderr
     assert "fabric render --stack observability" in done.stderr
     nobody = f"http://127.0.0.1:{free_port()}"
-    gone = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", nobody)
+    gone = remediate(site_repo, "--prometheus", nobody)
     assert gone.returncode == 2 and f"Prometheus at {nobody} is unreachable" in gone.stderr
 
 
@@ -365,7 +378,7 @@ def test_done_when_a_node_fatal_xid_on_the_b200_node_leads_to_a_reviewed_branch_
         prometheus_factory, exporter, site_repo, tmp_path, ["dgx-b200-01"], "FabricGpuXidNodeFatal"
     )
 
-    done = fabric("nodes", "remediate", "-C", str(site_repo), "--prometheus", prom.url)
+    done = remediate(site_repo, "--prometheus", prom.url)
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "### fabric validate --base main: valid" in done.stdout

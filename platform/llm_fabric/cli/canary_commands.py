@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 )
 @prometheus_option("With --serve: read node-fatal Xid alerts and cordoned nodes here.")
 @click.option(
+    "--write-token-file",
+    "write_token",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --serve: a drain notice (POST) must carry this file's token as a bearer; without it, no writes.",
+)
+@click.option(
     "--references",
     "references_dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -55,7 +61,8 @@ def canary_command(as_json: bool, **asked: Any) -> None:
           --endpoint qwen3-5/1=http://10.0.0.8:8000
       fabric canary -C ./site --plan plan.json --endpoint qwen3-5/0=http://10.0.0.7:8000 \\
           --record --branch canary/qwen3-5
-      fabric canary -C ./site --plan plan.json --endpoint ... --serve 0.0.0.0:9400 --every 60
+      fabric canary -C ./site --plan plan.json --endpoint ... --serve 0.0.0.0:9400 --every 60 \\
+          --write-token-file /etc/fabric-canary-token/token
     """
     from llm_fabric.live.canary_command import CanaryRequest, open_canary, record_answers, refuse_failing, serve_canary
 

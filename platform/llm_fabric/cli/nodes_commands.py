@@ -270,27 +270,37 @@ def nodes_remediate_command(
     Replica-fatal: names the replicas on that GPU to restart, writes nothing. Application Xids: the workload's fault,
     nothing written. A second run for the same fault changes nothing. Exit 3 when a branch it wrote
     does not pass `fabric validate --base`. Uncordoning after the repair is a reviewed change too.
+    An alert is acted on only when the node's signed manifest lists its GPU's UUID; the cordon is
+    signed with the key given by --key (or $FABRIC_ENROLLMENT_KEY), never one found beside the repo.
 
     \b
     Examples:
-      fabric nodes remediate -C ./site --prometheus http://prometheus-operated.monitoring.svc:9090
-      fabric nodes remediate -C ./site --node dgx-b200-01 --xid 79
-      fabric nodes remediate -C ./site --prometheus http://127.0.0.1:9090 --watch 60
+      fabric nodes remediate -C ./site --key /etc/fabric/remediate.key --prometheus http://prometheus-operated.monitoring.svc:9090
+      fabric nodes remediate -C ./site --key ./site.enrollment.key --node dgx-b200-01 --xid 79
+      fabric nodes remediate -C ./site --key /etc/fabric/remediate.key --prometheus http://127.0.0.1:9090 --watch 60
     """
+    import os
     import time
 
-    from llm_fabric.trust.signatures import default_private_key_path, load_private_key
+    from llm_fabric.trust.signatures import KEY_ENV, load_private_key
 
     if (node is None) != (xid is None):
         raise UsageError("--node and --xid go together", hint="e.g. --node dgx-b200-01 --xid 79")
     if (node is None) == (prometheus_url is None):
         raise UsageError(
             "say where the faults come from: --prometheus URL, or --node NODE --xid N",
-            hint="e.g. fabric nodes remediate -C ./site --node dgx-b200-01 --xid 79",
+            hint="e.g. fabric nodes remediate -C ./site --key KEY --node dgx-b200-01 --xid 79",
         )
     if watch is not None and prometheus_url is None:
         raise UsageError("--watch polls Prometheus", hint="give --prometheus URL with --watch")
-    private = load_private_key(key_path or default_private_key_path(site_repo))
+    configured = key_path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
+    if configured is None:  # an unattended signer must be told which key it signs with, never find one itself
+        raise UsageError(
+            "`fabric nodes remediate` signs cordons: give the key it signs with (--key PATH or $FABRIC_ENROLLMENT_KEY)",
+            hint="the key beside the site repo is not taken by default here; see docs/deploy.md (GPU faults) "
+            "for where the remediation key lives",
+        )
+    private = load_private_key(configured)
     if watch is None:
         invalid = _remediate_once(site_repo, private, prometheus_url, node, xid)
         if invalid:
@@ -301,7 +311,7 @@ def nodes_remediate_command(
             )
         return
     console.print(f"watching {prometheus_url} every {watch:g} s (Ctrl-C stops)", markup=False)
-    seen: set[tuple[str, int]] = set()
+    seen: set[tuple[str, int] | str] = set()
     while True:
         try:
             _remediate_once(site_repo, private, prometheus_url, None, None, seen=seen)
@@ -317,29 +327,35 @@ def _remediate_once(
     node: str | None,
     xid: int | None,
     *,
-    seen: set[tuple[str, int]] | None = None,
+    seen: set[tuple[str, int] | str] | None = None,
 ) -> list[str]:
     """One pass: every fault's remedy printed; the branches written that do not validate.
 
     With `seen` (a watch), only the faults that started firing since the last pass are acted on (a
     restarted watch looks at every fault again, which a second run leaves as it is); a fault that
-    stopped firing is forgotten, so its return is acted on again.
+    stopped firing is forgotten, so its return is acted on again; so is a skipped alert's message.
     """
     from llm_fabric.nodes.remediate import faults_from_alerts, named_fault, remediate
     from llm_fabric.nodes.xid_alerts import firing_xids
 
+    skipped: list[str] = []
     if prometheus is not None:
-        faults = faults_from_alerts(firing_xids(prometheus))
+        firing = firing_xids(prometheus)
+        faults, unmatched = faults_from_alerts(site_repo, firing.xids)
+        skipped = firing.skipped + unmatched
     else:
         assert node is not None and xid is not None
         faults = [named_fault(node, xid)]
-    if not faults and seen is None:
+    if not faults and not skipped and seen is None:
         console.print(f"no GPU fault alert fires at {prometheus}: nothing to do", markup=False)
     if seen is not None:
-        firing = {(f.node, f.xid) for f in faults}
+        now: set[tuple[str, int] | str] = {(f.node, f.xid) for f in faults} | set(skipped)
         faults = [f for f in faults if (f.node, f.xid) not in seen]
-        seen.intersection_update(firing)
-        seen.update(firing)
+        skipped = [s for s in skipped if s not in seen]
+        seen.intersection_update(now)
+        seen.update(now)
+    for message in skipped:
+        console.print(message, markup=False)
     invalid = []
     for remedy in remediate(site_repo, faults, private):
         if node is not None and remedy.outcome == "unknown-node":

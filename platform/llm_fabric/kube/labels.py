@@ -29,6 +29,11 @@ PART_OF = "llm-fabric"
 MANAGED_BY = "llm-fabric"
 
 GPU_RESOURCE = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+# the tenant gateway's pods (gateway/objects/gateway.py): the engines' and the prober's ingress admit them,
+# and those are rendered in layers below the gateway's
+GATEWAY_LABELS = {"app.kubernetes.io/name": "litellm", "app.kubernetes.io/component": "gateway"}
+# the Prometheus pods (prometheus-operator's label) of the site's monitoring namespace: they scrape
+PROMETHEUS_LABELS = {"app.kubernetes.io/name": "prometheus"}
 
 _TAINT = re.compile(
     r"^(?P<key>[A-Za-z0-9./_-]+)(=(?P<value>[A-Za-z0-9._-]*))?:(?P<effect>NoSchedule|PreferNoSchedule|NoExecute)$"

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llm_fabric.kube.labels import PROMETHEUS_LABELS
+
 Manifest = dict[str, Any]
 
 STACKS = ("serving", "allocations", "observability")
@@ -52,6 +54,14 @@ def network_policy(
         "kind": "NetworkPolicy",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
         "spec": {"podSelector": {"matchLabels": pods}, "policyTypes": [direction], direction.lower(): rules},
+    }
+
+
+def prometheus_peer(namespace: str) -> dict[str, Any]:
+    """A NetworkPolicy peer: the Prometheus pods of the site's monitoring namespace (the scrapes)."""
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "podSelector": {"matchLabels": dict(PROMETHEUS_LABELS)},
     }
 
 

@@ -35,6 +35,7 @@ class CanaryRequest:
     serve_at: str | None
     every: float
     prometheus_url: str | None
+    write_token: Path | None
     references_dir: Path | None
 
 
@@ -170,4 +171,6 @@ def serve_canary(canary: Canary, say: Say) -> None:
     # every replica of the plan, in and unknown, until the first run: a drain notice may come before it
     replicas = rotation(plan, CanaryRun([], []), {})
     say(f"canary prober on http://{address[0]}:{address[1]} (every {request.every:g}s)")
-    serve(address, cycle, request.every, on_cycle=report, replicas=replicas)
+    if request.write_token is None:
+        say("warning: no --write-token-file: drain notices (POST) are refused (401)")
+    serve(address, cycle, request.every, on_cycle=report, replicas=replicas, write_token=request.write_token)

@@ -26,12 +26,18 @@ ready, and `fabric_canary_held_in_rotation` (alert `FabricCanaryHeldInRotation`)
   its grace period), and its replacement (a new pod, or the container the kubelet restarts after a
   failed liveness probe) is back in rotation when it expires, with no one having to say so; a cold
   start seldom ends sooner. A repeated notice keeps the first `since`; a prober that restarts
-  forgets the marks (the replica then leaves by its Service's readiness alone);
+  forgets the marks (the replica then leaves by its Service's readiness alone). A write needs the
+  prober's write token (`Authorization: Bearer TOKEN`, the file `--write-token-file` names, a Secret
+  in the cluster; compared in constant time): without it, or when the prober has none, 401. Renewals
+  are capped: a mark lasts at most `DRAIN_MARK_MAX_S` after its first notice however often it is
+  renewed, and a replica whose mark ran out that way is not marked again until it has been back in
+  rotation as long (409 meanwhile): no notice keeps a replica out for more than half the time;
 - `GET /metrics`: the canary exposition plus `fabric_canary_in_rotation`.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 import time
@@ -41,6 +47,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 from llm_fabric.live.canary import CanaryRun, exposition
 from llm_fabric.names import (
@@ -51,6 +58,7 @@ from llm_fabric.names import (
     CANARY_METRICS,
     CANARY_REPLICAS,
     CANARY_ROTATION,
+    CANARY_TOKEN_SECRET,
     ROTATION_DEPLOYMENT,
     ROTATION_IN,
     ROTATION_REPLICA,
@@ -171,6 +179,32 @@ def rotation_exposition(entries: list[RotationEntry]) -> str:
 class DrainMark:
     since: float  # wall time of the first notice
     until: float  # monotonic time the mark expires
+    started: float = 0.0  # monotonic time of the first notice: the renewals' cap counts from it
+
+
+class DrainRefused(ValueError):
+    """A drain notice the renewal cap refuses (its message says until when)."""
+
+
+def write_refusal(token_file: Path | None, authorization: str | None) -> str | None:
+    """Why a write is not authorised (None: it is): the bearer token must be the token file's.
+
+    The file is read at each write, so a rotated Secret takes effect without a restart; a prober
+    without a token file, or with one it cannot read or that is empty, takes no writes at all."""
+    if token_file is None:
+        return "this prober takes no writes: it was started without a write token (--write-token-file)"
+    try:
+        expected = token_file.read_bytes().strip()
+    except OSError as exc:
+        return f"this prober takes no writes: its write token {token_file} cannot be read ({exc.strerror})"
+    if not expected:
+        return f"this prober takes no writes: its write token {token_file} is empty"
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+        return (
+            f"a write needs the prober's write token: `Authorization: Bearer TOKEN` (the Secret {CANARY_TOKEN_SECRET})"
+        )
+    return None
 
 
 class UnknownReplica(LookupError):
@@ -189,6 +223,8 @@ class ProberState:
     checked_at: float | None = None
     notes: list[str] = field(default_factory=list)
     draining: dict[tuple[str, int], DrainMark] = field(default_factory=dict)
+    # replicas whose mark ran to the cap -> the monotonic time they may be marked again
+    capped: dict[tuple[str, int], float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def update(self, run: CanaryRun, entries: list[RotationEntry], notes: list[str]) -> None:
@@ -196,15 +232,29 @@ class ProberState:
             self.run, self.entries, self.notes, self.checked_at = run, entries, notes, time.time()
 
     def drain(self, deployment: str, index: int, seconds: float) -> dict[str, object]:
-        """Mark a replica draining for `seconds` from now (UnknownReplica if the plan has none such)."""
+        """Mark a replica draining for `seconds` from now, within the renewals' cap (UnknownReplica if the
+        plan has none such; DrainRefused when the cap holds it back)."""
         key = (deployment, index)
         with self.lock:
             if not any((e.deployment, e.index) == key for e in self.entries):
                 raise UnknownReplica(f"{deployment}/{index}")
             now = time.monotonic()
             mark = self._mark(key, now)
-            until = max(now + seconds, mark.until if mark else 0.0)
-            self.draining[key] = DrainMark(mark.since if mark else time.time(), until)
+            again = self.capped.get(key, 0.0)
+            if mark is None and again > now:
+                raise DrainRefused(
+                    f"{deployment}/{index} was out by drain notices for {DRAIN_MARK_MAX_S:g} s; it takes none for "
+                    f"{again - now:.0f} s more"
+                )
+            started = mark.started if mark else now
+            cap = started + DRAIN_MARK_MAX_S
+            if mark is not None and mark.until >= cap:
+                raise DrainRefused(
+                    f"{deployment}/{index} is out by drain notices until the cap ({DRAIN_MARK_MAX_S:g} s after the "
+                    "first notice); it is not renewed"
+                )
+            until = min(max(now + seconds, mark.until if mark else 0.0), cap)
+            self.draining[key] = DrainMark(mark.since if mark else time.time(), until, started)
             since = self.draining[key].since
         return {"replica": f"{deployment}/{index}", "draining": True, "since": since, "seconds": round(until - now, 1)}
 
@@ -212,6 +262,8 @@ class ProberState:
         mark = self.draining.get(key)
         if mark is not None and mark.until <= now:
             del self.draining[key]  # expired: the pod that sent it is gone
+            if mark.until >= mark.started + DRAIN_MARK_MAX_S:  # ran to the cap: as long back in before another
+                self.capped[key] = mark.until + DRAIN_MARK_MAX_S
             return None
         return mark
 
@@ -274,11 +326,15 @@ def _drain_seconds(raw: bytes) -> float | str:
     return float(seconds)
 
 
-def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
+def _handler(state: ProberState, token_file: Path | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def _send(self, status: int, body: str, content_type: str = "application/json") -> None:
+        def _send(
+            self, status: int, body: str, content_type: str = "application/json", *, www_authenticate: bool = False
+        ) -> None:
             data = body.encode()
             self.send_response(status)
+            if www_authenticate:
+                self.send_header("WWW-Authenticate", 'Bearer realm="fabric-canary"')
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -301,6 +357,10 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
             parts = [urllib.parse.unquote(p) for p in self.path.split("?", 1)[0].strip("/").split("/")]
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            refusal = write_refusal(token_file, self.headers.get("Authorization"))
+            if refusal is not None:  # before the path: an unauthorised caller learns nothing of the replicas
+                self._send(401, json.dumps({"error": f"POST {self.path}: {refusal}"}), www_authenticate=True)
+                return
             drain = len(parts) == 4 and parts[0] == CANARY_REPLICAS and parts[2].isdigit() and parts[3] == CANARY_DRAIN
             if not drain:
                 self._send(404, json.dumps({"error": f"POST {self.path}: only POST /replicas/DEPLOYMENT/INDEX/drain"}))
@@ -313,6 +373,9 @@ def _handler(state: ProberState) -> type[BaseHTTPRequestHandler]:
                 answer = state.drain(parts[1], int(parts[2]), seconds)
             except UnknownReplica as exc:
                 self._send(404, json.dumps({"error": f"POST {self.path}: no replica {exc} in the prober's plan"}))
+                return
+            except DrainRefused as exc:
+                self._send(409, json.dumps({"error": f"POST {self.path}: {exc}"}))
                 return
             self._send(200, json.dumps(answer))
 
@@ -330,11 +393,13 @@ def serve(
     cycles: int | None = None,
     on_cycle: Callable[[CanaryRun, list[RotationEntry], list[str]], None] | None = None,
     replicas: list[RotationEntry] | None = None,
+    write_token: Path | None = None,
 ) -> None:
     """Serve the endpoints on `address` and run `cycle` every `every` seconds (`cycles` times, or forever);
-    `replicas`: the entries served until the first cycle ends (the plan's replicas, all in)."""
+    `replicas`: the entries served until the first cycle ends (the plan's replicas, all in); `write_token`:
+    the file whose token a drain notice must carry (None: the prober takes no writes)."""
     state = ProberState(entries=list(replicas or []))
-    server = ThreadingHTTPServer(address, _handler(state))
+    server = ThreadingHTTPServer(address, _handler(state, write_token))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

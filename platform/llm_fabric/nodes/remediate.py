@@ -11,6 +11,12 @@ the distribution's Xid table (`hardware.xids`), whatever alert carried it:
 - application: the workload's own fault, counted by the alert, nothing written, nobody paged;
 - an Xid the table does not list: named, nothing written (the table is to be completed).
 
+What Prometheus says is input, not proof: a fault from an alert is acted on (whatever its class) only
+when its node's manifest at the base is signed by a trusted key and lists each reporting GPU's UUID (at
+the alert's GPU index, when it names one); otherwise it is reported and skipped. One fault that cannot
+be acted on (an unknown node or GPU, a refused manifest) never stops the others of the same poll.
+The signing key is the one the operator gives (`--key`), never found by itself.
+
 A second run for a fault already handled writes nothing: the node is cordoned on the base, or on a
 `remediate/NODE-*` branch already waiting for review. The checkout is never written to (git's
 plumbing builds the branch), and a checkout with uncommitted changes is refused first: the branch is
@@ -28,8 +34,8 @@ from typing import Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from llm_fabric.documents import parse_yaml
-from llm_fabric.errors import ConfigError, UsageError
+from llm_fabric.documents import parse_yaml, validate_document
+from llm_fabric.errors import ConfigError, PolicyRefusal, UsageError
 from llm_fabric.hardware.xids import XidKind, XidTable, load_xid_table
 from llm_fabric.kube.labels import REPLICA
 from llm_fabric.nodes.cordon import cordon_on_branch
@@ -38,10 +44,22 @@ from llm_fabric.plan.document import ReplicaPlacement
 from llm_fabric.review.base import plan_repo
 from llm_fabric.serving.workloads import replica_name
 from llm_fabric.site import gitrepo
+from llm_fabric.site.models import NodeManifest
 from llm_fabric.site.paths import check_name
+from llm_fabric.trust.signatures import load_public_keys, verify_manifest
+from llm_fabric.trust.sites import Keys
 
 BRANCH_PREFIX = "remediate/"
-Outcome = Literal["cordoned", "pending", "already-cordoned", "restart", "counted", "unclassified", "unknown-node"]
+Outcome = Literal[
+    "cordoned",
+    "pending",
+    "already-cordoned",
+    "restart",
+    "counted",
+    "unclassified",
+    "unknown-node",
+    "refused",  # the fault could not be acted on (its manifest's signature, a git error): skipped, the others go on
+]
 
 
 @dataclass(frozen=True)
@@ -73,12 +91,24 @@ class Remedy:
         return self.commit is not None
 
 
-def faults_from_alerts(firing: Sequence[FiringXid]) -> list[Fault]:
-    """One fault per node and Xid (several GPUs of a node reporting the same Xid are one fault)."""
+def faults_from_alerts(root: Path, firing: Sequence[FiringXid]) -> tuple[list[Fault], list[str]]:
+    """One fault per node and Xid of the alerts the signed manifests vouch for (several GPUs of a node
+    reporting the same Xid are one fault), and why each other alert is skipped."""
+    root = root.resolve()
+    base = base_branch(root)
+    keys = load_public_keys(root)
+    manifests: dict[str, NodeManifest | str | None] = {}
     grouped: dict[tuple[str, int], list[FiringXid]] = {}
+    skipped = []
     for f in firing:
-        grouped.setdefault((f.node, f.xid), []).append(f)
-    return [
+        if f.node not in manifests:
+            manifests[f.node] = _trusted_manifest(root, base, f.node, keys)
+        problem = _unmatched(f, manifests[f.node], base)
+        if problem is None:
+            grouped.setdefault((f.node, f.xid), []).append(f)
+        else:
+            skipped.append(f"skipped alert {f.alert} (Xid {f.xid} on {f.node}, {f.gpu}): {problem}; nothing done")
+    faults = [
         Fault(
             node,
             xid,
@@ -88,6 +118,38 @@ def faults_from_alerts(firing: Sequence[FiringXid]) -> list[Fault]:
         )
         for (node, xid), group in sorted(grouped.items())
     ]
+    return faults, skipped
+
+
+def _trusted_manifest(root: Path, base: str, node: str, keys: Keys) -> NodeManifest | str | None:
+    """NODE's manifest on `base` when a trusted key signed it; why not, in words; None: no such node."""
+    try:
+        manifest = _manifest_at(root, base, node)
+    except ConfigError as exc:
+        return f"nodes/{node}.yaml on {base} does not load ({exc.message})"
+    if manifest is None:
+        return None
+    problem = verify_manifest(manifest, dict(keys))
+    return manifest if problem is None else f"the manifest of `{node}` on {base} is not trusted ({problem})"
+
+
+def _unmatched(alert: FiringXid, manifest: NodeManifest | str | None, base: str) -> str | None:
+    """Why ALERT names no GPU of the fabric (None: it does).
+
+    Prometheus, or anything that can write its alerts, names nodes and GPUs; only the site repo's
+    signed manifests say which GPUs are the fabric's, so a UUID they do not list is no GPU of ours.
+    """
+    if manifest is None:
+        return f"`{alert.node}` is no node of this site repo (nodes/ on {base})"
+    if isinstance(manifest, str):
+        return manifest
+    uuids = manifest.gpus.uuids
+    if alert.uuid is None or alert.uuid not in uuids:
+        said = f"UUID {alert.uuid}" if alert.uuid else "no UUID"
+        return f"the alert names {said}, which the signed manifest of `{alert.node}` does not list"
+    if alert.index is not None and (alert.index >= len(uuids) or uuids[alert.index] != alert.uuid):
+        return f"the alert puts {alert.uuid} at GPU {alert.index}, where the signed manifest of `{alert.node}` does not"
+    return None
 
 
 def named_fault(node: str, xid: int) -> Fault:
@@ -118,7 +180,17 @@ def remediate(
     for fault in faults:
         if table.classify(fault.xid) == "replica-fatal" and replicas is None:
             replicas = plan_repo(root).plan.replicas  # which replica runs on the GPU: the checkout's plan
-        out.append(_remedy(root, base, fault, private, table, replicas or []))
+        try:
+            out.append(_remedy(root, base, fault, private, table, replicas or []))
+        except (UsageError, PolicyRefusal) as exc:  # this fault's own refusal; the next fault is still acted on
+            out.append(
+                Remedy(
+                    fault,
+                    table.classify(fault.xid),
+                    "refused",
+                    f"Xid {fault.xid}{_where(fault)}: refused: {exc.message}; nothing written",
+                )
+            )
     return out
 
 
@@ -235,6 +307,14 @@ def _reason(fault: Fault, meaning: str, base: str) -> str:
         f"Written by `fabric nodes remediate`; after the repair, uncordoning is a reviewed change too:\n"
         f"`fabric nodes uncordon {fault.node}` on a branch, merged after review.\n"
     )
+
+
+def _manifest_at(root: Path, rev: str, node: str) -> NodeManifest | None:
+    """NODE's manifest at `rev` (None: no such manifest); ConfigError when it does not load."""
+    text = gitrepo.show_file(root, rev, f"./nodes/{node}.yaml")
+    if text is None:
+        return None
+    return validate_document(parse_yaml(text, Path(f"{rev}:nodes/{node}.yaml")), NodeManifest)
 
 
 def _status_at(root: Path, rev: str, node: str) -> str | None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from llm_fabric.errors import UsageError
 from llm_fabric.names import XID_ALERT_PREFIX
+from llm_fabric.site.paths import check_name
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,22 @@ class FiringXid:
     index: int | None  # the GPU's index on the node (dcgm-exporter's `gpu` label), as the plan numbers GPUs
     alert: str
     active_at: str
+    uuid: str | None = None  # the GPU's UUID label: what the node's signed manifest must list
 
 
-def firing_xids(url: str, *, timeout: float = 10.0) -> list[FiringXid]:
-    """The firing FabricGpuXid* alerts at `url`; UsageError when unreachable or the GPU rules are not loaded."""
+@dataclass(frozen=True)
+class Firing:
+    """The usable firing alerts, and why each other firing GPU fault alert was skipped (never acted on)."""
+
+    xids: list[FiringXid]
+    skipped: list[str]
+
+
+def firing_xids(url: str, *, timeout: float = 10.0) -> Firing:
+    """The firing FabricGpuXid* alerts at `url`; UsageError when unreachable or the GPU rules are not loaded.
+
+    An alert whose labels name no node, a node that is no valid name, or no positive Xid is skipped
+    with its reason: what Prometheus says is input, and one bad alert must not stop the others."""
     rules = _get(url, "rules", {"type": "alert"}, timeout)
     loaded = {
         rule.get("name", "")
@@ -46,24 +59,40 @@ def firing_xids(url: str, *, timeout: float = 10.0) -> list[FiringXid]:
             hint="load the observability stack's PrometheusRule (`fabric render --stack observability`), "
             "or point --prometheus at the Prometheus that runs it",
         )
-    out = []
+    out, skipped = [], []
     for alert in _get(url, "alerts", {}, timeout).get("alerts", []):
-        labels = alert.get("labels", {})
+        labels = alert.get("labels", {}) if isinstance(alert, dict) else {}
+        labels = labels if isinstance(labels, dict) else {}
         name = str(labels.get("alertname", ""))
         if not name.startswith(XID_ALERT_PREFIX) or alert.get("state") != "firing":
             continue
-        node = labels.get("node") or labels.get("Hostname")
+        node = str(labels.get("node") or labels.get("Hostname") or "")
         xid = _xid(alert.get("value"))
-        if not node or xid is None:
-            continue  # the ServiceMonitor relabels `node`; a series without it names no machine to act on
+        problem = _unusable(node, xid, alert.get("value"))
+        if problem is not None or xid is None:
+            skipped.append(f"skipped alert {name[:80]}: {problem}; nothing done for it")
+            continue
         index = str(labels.get("gpu", ""))
-        gpu = f"GPU {index or '?'} ({labels.get('UUID', 'no UUID')})"
+        uuid = str(labels["UUID"]) if labels.get("UUID") else None
+        gpu = f"GPU {index or '?'} ({uuid or 'no UUID'})"
         out.append(
             FiringXid(
-                str(node), xid, gpu, int(index) if index.isdigit() else None, name, str(alert.get("activeAt", ""))
+                node, xid, gpu, int(index) if index.isdigit() else None, name, str(alert.get("activeAt", "")), uuid
             )
         )
-    return sorted(out, key=lambda f: (f.node, f.xid, f.gpu))
+    return Firing(sorted(out, key=lambda f: (f.node, f.xid, f.gpu)), skipped)
+
+
+def _unusable(node: str, xid: int | None, value: Any) -> str | None:
+    if not node:  # the ServiceMonitor relabels `node`; a series without it names no machine to act on
+        return "it names no node (no `node` or `Hostname` label)"
+    try:
+        check_name(node, "its node label")
+    except UsageError as exc:  # a label that is no manifest's name: a path or branch built from it would be wrong
+        return exc.message
+    if xid is None:
+        return f"its value `{str(value)[:40]}` on {node} is no Xid"
+    return None
 
 
 def _xid(value: Any) -> int | None:

@@ -6,6 +6,11 @@ never the deployment's Service, which balances), with the plan and the site repo
 references in a ConfigMap; its Service (`fabric-canary:9400`: the verdicts, `/rotation` for the
 gateway, `/metrics`), a PodMonitor that keeps the series' own labels (site, deployment, replica,
 node), and the canary's alert rules (`rule_groups`).
+
+Its writes (drain notices) take the write token of the Secret `fabric-canary-token`, which the operator
+makes (docs/canary.md: it is never rendered with a value), and an ingress NetworkPolicy admits only the
+site's gateway pods (`/rotation`), the engine pods (the readiness probe's verdict, the preStop's notice)
+and the site's Prometheus (`/metrics`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from llm_fabric import __version__
 from llm_fabric.kube import labels as L
-from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.manifests import Bundle, Manifest, network_policy, prometheus_peer
 from llm_fabric.names import (
     CANARY_HELD_METRIC,
     CANARY_LATENCY_METRIC,
@@ -27,10 +32,12 @@ from llm_fabric.names import (
     CANARY_ROTATION,
     CANARY_SERVICE,
     CANARY_SIBLINGS_METRIC,
+    CANARY_TOKEN_FILE,
     canary_replica_path,
 )
 from llm_fabric.observability.rules import alert_rule
 from llm_fabric.plan.document import Plan, plan_json
+from llm_fabric.serving.probes import canary_token_mount, canary_token_volume
 from llm_fabric.serving.workloads import ENGINE_LABELS, replica_name
 from llm_fabric.trust.sites import TrustedSite
 
@@ -156,6 +163,7 @@ def build_canary(site: TrustedSite, plan: Plan, site_id: str, namespace: str) ->
         url = f"http://{direct_service_name(r.deployment, r.index)}.{namespace}.svc.cluster.local:80"
         args += ["--endpoint", f"{r.deployment}/{r.index}={url}"]
     args += ["--timeout", str(TIMEOUT_S), "--serve", f"0.0.0.0:{PORT}", "--every", str(EVERY_S)]
+    args += ["--write-token-file", CANARY_TOKEN_FILE]
     if (prometheus := site.config.sites[site_id].cluster.prometheus_url) is not None:
         args += ["--prometheus", prometheus]  # node-fatal Xid alerts and cordoned nodes take replicas out too
     # a new plan or reference restarts the prober (the ConfigMap is read at start)
@@ -180,10 +188,17 @@ def build_canary(site: TrustedSite, plan: Plan, site_id: str, namespace: str) ->
                             "readinessProbe": probe,
                             "livenessProbe": probe,
                             "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-                            "volumeMounts": [{"name": "config", "mountPath": CONFIG_DIR, "readOnly": True}],
+                            "volumeMounts": [
+                                {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+                                canary_token_mount(),
+                            ],
                         }
                     ],
-                    "volumes": [{"name": "config", "configMap": {"name": NAME, "items": items}}],
+                    "volumes": [
+                        {"name": "config", "configMap": {"name": NAME, "items": items}},
+                        # optional: without the Secret the prober serves its verdicts and refuses every write
+                        canary_token_volume(optional=True),
+                    ],
                 },
             },
         },
@@ -226,4 +241,17 @@ def build_canary(site: TrustedSite, plan: Plan, site_id: str, namespace: str) ->
         }
         for r in replicas
     ]
-    return [Bundle("canary", NAME, [config, *direct, deployment, service, monitor, rules])]
+    ingress = _ingress(namespace, labels, site.config.sites[site_id].cluster.prometheus_namespace)
+    return [Bundle("canary", NAME, [config, *direct, deployment, service, monitor, rules, ingress])]
+
+
+def _ingress(namespace: str, labels: dict[str, str], prometheus_namespace: str) -> Manifest:
+    """Who reaches the prober: the gateway (its rotation), the engines (their readiness probe reads the
+    verdict, their preStop sends the drain notice) and Prometheus (the metrics); nobody else."""
+    peers = [
+        {"podSelector": {"matchLabels": dict(L.GATEWAY_LABELS)}},
+        {"podSelector": {"matchLabels": dict(ENGINE_LABELS)}},
+        prometheus_peer(prometheus_namespace),
+    ]
+    rule = {"from": peers, "ports": [{"protocol": "TCP", "port": PORT}]}
+    return network_policy(f"{NAME}-ingress", namespace, labels, PROBER_LABELS, "Ingress", [rule])

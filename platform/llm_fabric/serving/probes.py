@@ -29,7 +29,15 @@ from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.engine.reported import flag
 from llm_fabric.engine.request_hooks import request_fields
 from llm_fabric.engine.runtime.probe import DEFAULT_TOKENS as LIVE_TOKENS
-from llm_fabric.names import CANARY_DRAIN, CANARY_PORT, CANARY_PROBER_LABELS, canary_replica_path
+from llm_fabric.names import (
+    CANARY_DRAIN,
+    CANARY_PORT,
+    CANARY_PROBER_LABELS,
+    CANARY_TOKEN_DIR,
+    CANARY_TOKEN_FILE,
+    CANARY_TOKEN_SECRET,
+    canary_replica_path,
+)
 from llm_fabric.names import ROTATION_REFRESH_S as REFRESH_S
 from llm_fabric.names import canary_url as prober_url
 from llm_fabric.plan.document import DeploymentCapacity, ReplicaPlacement
@@ -183,7 +191,8 @@ def drain_command(replica: ReplicaPlacement, args: list[str], namespace: str, *,
         "--limit",
         str(TERMINATION_GRACE_S - ENGINE_STOP_S),
     ]
-    return [*command, "--notice-url", drain_notice_url(replica, namespace)] if canary else command
+    notice = ["--notice-url", drain_notice_url(replica, namespace), "--notice-token-file", CANARY_TOKEN_FILE]
+    return [*command, *notice] if canary else command
 
 
 def container_probes(
@@ -223,6 +232,16 @@ def container_probes(
         },
         "lifecycle": {"preStop": {"exec": {"command": drain_command(replica, args, namespace, canary=canary)}}},
     }
+
+
+def canary_token_volume(*, optional: bool) -> dict[str, Any]:
+    """The Secret volume of the prober's write token (`optional`: a pod that starts without it)."""
+    secret = {"secretName": CANARY_TOKEN_SECRET, "items": [{"key": "token", "path": "token"}], "defaultMode": 0o400}
+    return {"name": "canary-token", "secret": secret | ({"optional": True} if optional else {})}
+
+
+def canary_token_mount() -> dict[str, Any]:
+    return {"name": "canary-token", "mountPath": CANARY_TOKEN_DIR, "readOnly": True}
 
 
 def canary_egress() -> dict[str, Any]:

@@ -3,7 +3,10 @@ deployment a Service.
 
 Also the namespace, the PriorityClasses (dedicated replicas reclaim; pool replicas never preempt),
 a NetworkPolicy that keeps the data in (serving pods reach DNS and the site's allowed CIDRs, nothing
-else), and a PodMonitor whose relabelling gives every engine series the plan's labels.
+else), one that keeps everyone else out (only the site's gateway, the canary prober, the site's
+Prometheus and a multi-node replica's own workers reach an engine: an engine has no key, so a pod that
+reached it would pass by the gateway's keys, limits, budgets and meter), and a PodMonitor whose
+relabelling gives every engine series the plan's labels.
 
 Both engines serve the OpenAI API, `/health` and (SGLang with `--enable-metrics`, which its commands
 always carry) `/metrics` on the one port the plan gives them, so Service, probes and PodMonitor are
@@ -24,9 +27,9 @@ from llm_fabric.engine.capacity.cold_start import startup_budget_s
 from llm_fabric.engine.command import ENGINE_PORT
 from llm_fabric.errors import ConfigError, Problem
 from llm_fabric.kube import labels as L
-from llm_fabric.kube.manifests import Bundle, Manifest
+from llm_fabric.kube.manifests import Bundle, Manifest, network_policy, prometheus_peer
 from llm_fabric.kube.options import StackOptions
-from llm_fabric.names import MODELS_DIR
+from llm_fabric.names import CANARY_PROBER_LABELS, MODELS_DIR
 from llm_fabric.plan.document import DeploymentCapacity, Plan, ReplicaPlacement, SurgeReplica
 from llm_fabric.quota.allocations import pool_queue_name
 from llm_fabric.serving import probes, weights
@@ -38,6 +41,8 @@ PRIORITY_DEDICATED = "llm-fabric-dedicated"
 PRIORITY_POOL = "llm-fabric-pool"
 # what selects engine pods of either engine (Service, NetworkPolicy, PodMonitor)
 ENGINE_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "engine"}
+# a multi-node replica's headless workers (LeaderWorkerSet): they serve neither requests nor metrics
+ENGINE_WORKER_LABELS = {"app.kubernetes.io/part-of": L.PART_OF, "app.kubernetes.io/component": "engine-worker"}
 PROBE_PERIOD = 10
 # the replica's configuration fingerprint (engine.fingerprint, the plan's sha256): which replicas answer alike
 FINGERPRINT_ANNOTATION = "llm-fabric.io/config-fingerprint"
@@ -52,7 +57,11 @@ def build_serving(site: TrustedSite, plan: Plan, site_id: str, namespace: str, o
     bundles = [
         Bundle("namespace", namespace, [_namespace(namespace)]),
         Bundle("priority-classes", "llm-fabric", _priority_classes()),
-        Bundle("network-policy", "serving", [_network_policy(site, site_id, namespace)]),
+        Bundle(
+            "network-policy",
+            "serving",
+            [_network_policy(site, site_id, namespace), _ingress_policy(site, site_id, namespace)],
+        ),
         Bundle("pod-monitor", "serving", [_pod_monitor(namespace)]),
     ]
     pinned = {(r.deployment, r.index): weights.pinned_weights(site, r) for r in replicas}
@@ -197,6 +206,25 @@ def _network_policy(site: TrustedSite, site_id: str, namespace: str) -> Manifest
     }
 
 
+def _ingress_policy(site: TrustedSite, site_id: str, namespace: str) -> Manifest:
+    """Who reaches an engine: the site's gateway (requests), the canary prober (its prompts), the site's
+    Prometheus (`/metrics`, on the same port as the API) and the workers of a multi-node replica (the
+    leader's data-parallel RPC; any port). The gateway's inference-extension routing adds its own policy
+    for the inference Gateway and the endpoint pickers (gateway/objects/gateway.py)."""
+    api = [{"protocol": "TCP", "port": ENGINE_PORT}]
+    peers = [
+        {"podSelector": {"matchLabels": dict(L.GATEWAY_LABELS)}},
+        {"podSelector": {"matchLabels": dict(CANARY_PROBER_LABELS)}},
+        prometheus_peer(site.config.sites[site_id].cluster.prometheus_namespace),
+    ]
+    rules: list[dict[str, Any]] = [
+        {"from": peers, "ports": api},
+        {"from": [{"podSelector": {"matchLabels": dict(ENGINE_WORKER_LABELS)}}]},
+    ]
+    labels = L.common_labels("serving", "ingress")
+    return network_policy("llm-fabric-serving-ingress", namespace, labels, ENGINE_LABELS, "Ingress", rules)
+
+
 _RELABEL = {"deployment": L.DEPLOYMENT, "replica": L.REPLICA, "owner": L.OWNER, "site": L.SITE, "node": L.NODE}
 
 
@@ -309,7 +337,11 @@ def _container(render: ReplicaRender) -> dict[str, Any]:
         "ports": [{"name": "http", "containerPort": ENGINE_PORT, "protocol": "TCP"}],
         "resources": {"limits": {resource: str(len(replica.gpu_indices))}},
         **probed,
-        "volumeMounts": [{"name": "models", "mountPath": "/models"}, {"name": "shm", "mountPath": "/dev/shm"}],
+        "volumeMounts": [
+            {"name": "models", "mountPath": "/models"},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            probes.canary_token_mount(),  # the preStop's drain notice carries the prober's write token
+        ],
     }
 
 
@@ -339,6 +371,8 @@ def _pod_spec(render: ReplicaRender, hosts: list[str], container: dict[str, Any]
         "volumes": [
             {"name": "models", "hostPath": {"path": options.model_cache_path, "type": "Directory"}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
+            # optional: without the Secret the engine serves and its drain notice is refused (said in its line)
+            probes.canary_token_volume(optional=True),
         ],
     }
     if render.pinned is not None:  # every node of a replica reads its own cache: each pod checks it
@@ -452,7 +486,7 @@ def _leader_worker_set(render: ReplicaRender) -> Manifest:
         worker_container.pop(key)
     worker_spec = _pod_spec(render, list(replica.worker_nodes), worker_container, name)
     # the Service and the PodMonitor select component=engine: workers serve neither requests nor metrics
-    worker_labels = labels | {"app.kubernetes.io/component": "engine-worker"}
+    worker_labels = labels | ENGINE_WORKER_LABELS
     return {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",

@@ -88,6 +88,11 @@ class Cluster(FabricModel):
     gpu_operator_namespace: Name = Field(
         "gpu-operator", description="namespace of the GPU Operator, whose dcgm-exporter Service is scraped"
     )
+    prometheus_namespace: Name = Field(
+        "monitoring",
+        description="namespace of the Prometheus that scrapes the fabric: its pods (app.kubernetes.io/name: "
+        "prometheus) are the only ones outside the fabric the engines' and the canary prober's ingress admits",
+    )
     prometheus_url: str | None = Field(
         None,
         description="the site's Prometheus HTTP API as the cluster reaches it: the canary prober reads firing "

@@ -19,8 +19,10 @@
   gateway, which addresses each replica itself, takes it out of its rotation at its next refresh), waits
   `--settle` seconds for both to take effect, then until the engine's running-requests gauge
   (`--running-metric` on /metrics) reads 0, or `--limit` seconds have passed; then Kubernetes stops it.
-  The notice is best effort: one that cannot be delivered (`NOTICE_TIMEOUT_S`) is said in the drain's
-  line and the drain goes on (the replica then leaves by its Services' readiness alone).
+  The notice carries the prober's write token (`--notice-token-file`, the Secret mounted on the pod) as a
+  bearer: the prober takes no write without it. The notice is best effort: one that cannot be delivered
+  (`NOTICE_TIMEOUT_S`), or that the prober refuses, is said in the drain's line and the drain goes on
+  (the replica then leaves by its Services' readiness alone).
 
 Exit status 0 passes, 1 fails, 2 a command line this program does not accept; one line on stdout says
 why (the kubelet puts it in the pod's events). What differs per engine (its health path, its metric,
@@ -223,10 +225,18 @@ def _running(port: int, metric: str, timeout: float) -> float | None:
     return total if seen else None
 
 
-def _notify(url: str, seconds: float, told: list[str]) -> None:
-    """POST the drain notice; what came of it into `told` (one line)."""
+def _notify(url: str, seconds: float, told: list[str], token_file: Path | None = None) -> None:
+    """POST the drain notice, with the prober's write token when its file is there; what came of it into
+    `told` (one line)."""
     body = json.dumps({"seconds": seconds}).encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json"}
+    try:
+        token = token_file.read_text(encoding="utf-8").strip() if token_file is not None else ""
+    except OSError:
+        token = ""  # the Secret is optional on the pod: the prober refuses the notice (401), and that is said
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=NOTICE_TIMEOUT_S) as response:
             response.read()
@@ -240,7 +250,14 @@ def _notify(url: str, seconds: float, told: list[str]) -> None:
 
 
 def drain(
-    port: int, drain_file: Path, metric: str, settle: float, limit: float, poll: float, notice_url: str | None = None
+    port: int,
+    drain_file: Path,
+    metric: str,
+    settle: float,
+    limit: float,
+    poll: float,
+    notice_url: str | None = None,
+    notice_token_file: Path | None = None,
 ) -> str:
     start = time.monotonic()
     drain_file.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n", encoding="utf-8")
@@ -249,7 +266,9 @@ def drain(
     if notice_url is not None:
         # in a thread: a name that does not resolve is not bounded by the socket timeout, and the drain
         # must not wait on the prober
-        notice = threading.Thread(target=_notify, args=(notice_url, limit + NOTICE_MARGIN_S, told), daemon=True)
+        notice = threading.Thread(
+            target=_notify, args=(notice_url, limit + NOTICE_MARGIN_S, told, notice_token_file), daemon=True
+        )
         notice.start()
     # the Service's endpoints follow readiness a probe period or two later; the gateway's rotation its refresh
     time.sleep(min(settle, limit))
@@ -294,6 +313,7 @@ def _parser() -> argparse.ArgumentParser:
     p_drain.add_argument("--limit", type=float, required=True, help="seconds to wait at most")
     p_drain.add_argument("--poll", type=float, default=2.0)
     p_drain.add_argument("--notice-url", help="the canary prober's drain endpoint for this replica (POST)")
+    p_drain.add_argument("--notice-token-file", type=Path, help="the prober's write token (a Secret's file)")
     return cli
 
 
@@ -315,7 +335,14 @@ def main(argv: list[str] | None = None) -> int:
             message = ready(args.port, args.health_path, args.drain_file, live_state, args.canary_url, args.timeout)
         else:
             message = drain(
-                args.port, args.drain_file, args.running_metric, args.settle, args.limit, args.poll, args.notice_url
+                args.port,
+                args.drain_file,
+                args.running_metric,
+                args.settle,
+                args.limit,
+                args.poll,
+                args.notice_url,
+                args.notice_token_file,
             )
     except ProbeFailed as exc:
         print(f"{args.probe}: FAIL: {exc}", flush=True)

@@ -187,6 +187,10 @@ def sglang_command(serving: ServingArgs) -> EngineCommand:
         if not k.startswith("VLLM_")
     }
     if serving.loop_guard:
+        # only for the loop guard, which SGLang runs as a request's custom logit processor: the flag lets a
+        # request carry code (dill-loaded), so it is off for a recipe without the guard; with it, only the
+        # gateway reaches the engine (serving.workloads' ingress policy) and the gateway drops a client's own
+        # `custom_logit_processor` (gateway.runtime.policy.ENGINE_ONLY_FIELDS)
         args.append("--enable-custom-logit-processor")
         env |= loop_guard_settings(recipe.id).to_env()
     override = generation_override(

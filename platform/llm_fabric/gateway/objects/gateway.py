@@ -68,7 +68,7 @@ CONFIG_DIR = "/etc/fabric-gateway"
 KEYS_DIR = "/etc/fabric-gateway-keys"
 RECORDS_DIR = "/var/lib/fabric-gateway"
 RECORDS_CLAIM = "fabric-gateway-records"
-GATEWAY_LABELS = {"app.kubernetes.io/name": "litellm", "app.kubernetes.io/component": "gateway"}
+GATEWAY_LABELS = L.GATEWAY_LABELS
 # Gateway implementations label their proxy pods with their Gateway's name (Gateway API GEP-1762)
 GATEWAY_NAME_LABEL = "gateway.networking.k8s.io/gateway-name"
 INFERENCE_GATEWAY = "llm-fabric-inference"
@@ -354,7 +354,14 @@ def _inference_objects(deployment: str, namespace: str) -> list[Manifest]:
             ],
         },
     }
-    return [pool, route, *_endpoint_picker(deployment, namespace)]
+    # the engines admit only the tenant gateway, the prober and Prometheus (serving.workloads); with this
+    # routing the inference Gateway's proxy forwards to them and the picker reads their /metrics
+    proxy = {"namespaceSelector": {}, "podSelector": {"matchLabels": {GATEWAY_NAME_LABEL: INFERENCE_GATEWAY}}}
+    picker = {"podSelector": {"matchLabels": {"inferencepool": epp}}}
+    rule = {"from": [proxy, picker], "ports": [{"protocol": "TCP", "port": ENGINE_PORT}]}
+    engines = ENGINE_LABELS | {L.DEPLOYMENT: deployment}
+    ingress = network_policy(f"{deployment}-engines-ingress", namespace, labels, engines, "Ingress", [rule])
+    return [pool, route, ingress, *_endpoint_picker(deployment, namespace)]
 
 
 def epp_config() -> str:
