@@ -21,9 +21,9 @@ def test_render_cli_writes_the_stacks(site_repo: Path, tmp_path: Path, capsys) -
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert (
-        report["site"] == "brno" and report["objects"]["serving"] == 56
+        report["site"] == "brno" and report["objects"]["serving"] == 58
     )  # 24 + the gateway's 8 (its records claim and relay peers included) + tuwien-ai's LocalQueue + the canary's 12
-    # + a PodDisruptionBudget per deployment (7)
+    # + a PodDisruptionBudget per deployment (7) + the ingress NetworkPolicies of the engines and the prober (2)
     doc = yaml.safe_load((tmp_path / "out/brno/serving/deployment-glm-5-1-0.yaml").read_text())
     assert doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "2"}
 

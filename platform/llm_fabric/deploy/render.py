@@ -125,10 +125,11 @@ def render_stacks(
     for number, objects in sorted(waves.items()):
         _render_stack(site_dir / wave_folder(number), objects, result, texts)
     texts[site_dir / KUSTOMIZATION] = dump_yaml(kustomization([*stacks, *(wave_folder(n) for n in sorted(waves))]))
+    site = _SiteRender(inputs, site_dir, stacks, result, texts)
     if operator_repo is not None:
-        _render_operator(inputs, site_dir, stacks, operator_repo, operator_branch, result, texts)
+        _render_operator(site, operator_repo, operator_branch)
     if flux_repo is not None:
-        _render_flux(inputs, site_dir, stacks, flux_repo, flux_branch, result, texts, sorted(waves))
+        _render_flux(site, flux_repo, flux_branch, sorted(waves))
     # an earlier rollout's waves go with it
     result.removed.extend(
         p for p in sorted((site_dir / "waves").rglob("*.yaml")) if p not in texts and p not in result.removed
@@ -187,22 +188,26 @@ def _repo_relative(inputs: StackInputs, site_dir: Path, option: str) -> Path:
         ) from exc
 
 
-def _render_flux(
-    inputs: StackInputs,
-    site_dir: Path,
-    stacks: tuple[str, ...],
-    repo: str,
-    branch: str,
-    result: RenderResult,
-    texts: dict[Path, str],
-    waves: list[int],
-) -> None:
+@dataclass(frozen=True)
+class _SiteRender:
+    """One site's render in progress, as the GitOps targets add to it: what it renders, where, and the texts
+    and result written so far."""
+
+    inputs: StackInputs
+    site_dir: Path
+    stacks: tuple[str, ...]
+    result: RenderResult
+    texts: dict[Path, str]
+
+
+def _render_flux(site: _SiteRender, repo: str, branch: str, waves: list[int]) -> None:
     """`<site>/flux/`: a Flux GitRepository that pulls only this site's folder, with this site's own
     credentials, and a Flux Kustomization that applies it. Each site's cluster gets only its own pair.
 
     With rollout waves, the Kustomization applies `flux/base/` (the stacks, without the waves), and each wave
     gets a Kustomization of its own that depends on the one before (the first on the base): Flux applies
     wave N only once wave N-1's workloads are ready (`wait`)."""
+    inputs, site_dir, stacks, result, texts = site.inputs, site.site_dir, site.stacks, site.result, site.texts
     rel = _repo_relative(inputs, site_dir, "--flux-repo").as_posix()
     name = f"llm-fabric-{inputs.site_id}"
     source: Manifest = {
@@ -268,15 +273,8 @@ def _wave_timeout_s(inputs: StackInputs, number: int) -> int:
     return max(600, 2 * max(cold, default=0))
 
 
-def _render_operator(
-    inputs: StackInputs,
-    site_dir: Path,
-    stacks: tuple[str, ...],
-    repo: str,
-    branch: str,
-    result: RenderResult,
-    texts: dict[Path, str],
-) -> None:
+def _render_operator(site: _SiteRender, repo: str, branch: str) -> None:
+    inputs, site_dir, stacks, result, texts = site.inputs, site.site_dir, site.stacks, site.result, site.texts
     rel = _repo_relative(inputs, site_dir, "--operator-repo")
     names: list[str] = []
     for i, stack in enumerate(stacks):

@@ -29,35 +29,23 @@ def _files_changed(before: LockedCheckpoint, after: LockedCheckpoint) -> list[st
 
 
 def _change(name: str, before: LockedCheckpoint | None, after: LockedCheckpoint | None) -> WeightsChange | None:
-    if before is None:
-        if after is None:
+    if before is not None and after is not None:
+        files = _files_changed(before, after)
+        if not files and before.revision == after.revision:
             return None
-        return WeightsChange(
-            checkpoint=name,
-            change="added",
-            revision_after=after.revision,
-            files_changed=sorted(f.path for f in after.files),
-            bytes_after=after.size,
-        )
-    if after is None:
-        return WeightsChange(
-            checkpoint=name,
-            change="removed",
-            revision_before=before.revision,
-            files_changed=sorted(f.path for f in before.files),
-            bytes_before=before.size,
-        )
-    files = _files_changed(before, after)
-    if not files and before.revision == after.revision:
-        return None
+    else:  # added or removed: every file of the side that has it
+        side = before if before is not None else after
+        if side is None:
+            return None
+        files = sorted(f.path for f in side.files)
     return WeightsChange(
         checkpoint=name,
-        change="changed",
-        revision_before=before.revision,
-        revision_after=after.revision,
+        change="added" if before is None else "removed" if after is None else "changed",
+        revision_before=before.revision if before is not None else None,
+        revision_after=after.revision if after is not None else None,
         files_changed=files,
-        bytes_before=before.size,
-        bytes_after=after.size,
+        bytes_before=before.size if before is not None else 0,
+        bytes_after=after.size if after is not None else 0,
     )
 
 

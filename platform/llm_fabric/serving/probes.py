@@ -135,6 +135,11 @@ def drain_notice_url(replica: ReplicaPlacement, namespace: str) -> str:
     return canary_url(replica, namespace) + "/" + CANARY_DRAIN
 
 
+def _probe(replica: ReplicaPlacement, args: list[str], verb: str) -> list[str]:
+    """The head every probe command shares: the engine image's Python runs the probe module's `verb`."""
+    return [backend(replica.engine).probe_traits.python, "-m", PROBE_MODULE, verb, "--port", engine_port(args)]
+
+
 def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTiming) -> list[str]:
     engine = backend(replica.engine)
     # skip the loop guard (a probe is no user's request) and, where the engine queues by priority, go first
@@ -144,7 +149,7 @@ def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTim
         loop_guard=False,
         low_values_first=engine.low_values_first(args),
     )
-    command = [engine.probe_traits.python, "-m", PROBE_MODULE, "live", "--port", engine_port(args)]
+    command = _probe(replica, args, "live")
     command += ["--model", replica.served_model_name, "--deadline", str(timing.deadline_s)]
     command += ["--tokens", str(LIVE_TOKENS)]
     if fields:
@@ -154,16 +159,10 @@ def live_command(replica: ReplicaPlacement, args: list[str], timing: LivenessTim
 
 def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str, *, canary: bool = True) -> list[str]:
     """`canary`: the readiness reads the canary prober's verdict on the replica (False: a surge's)."""
-    traits = backend(replica.engine).probe_traits
     command = [
-        traits.python,
-        "-m",
-        PROBE_MODULE,
-        "ready",
-        "--port",
-        engine_port(args),
+        *_probe(replica, args, "ready"),
         "--health-path",
-        traits.health_path,
+        backend(replica.engine).probe_traits.health_path,
         "--drain-file",
         DRAIN_FILE,
         "--live-state-file",
@@ -174,18 +173,12 @@ def ready_command(replica: ReplicaPlacement, args: list[str], namespace: str, *,
 
 def drain_command(replica: ReplicaPlacement, args: list[str], namespace: str, *, canary: bool = True) -> list[str]:
     """`canary`: the drain tells the canary prober, which takes the replica out of the gateway's rotation."""
-    traits = backend(replica.engine).probe_traits
     command = [
-        traits.python,
-        "-m",
-        PROBE_MODULE,
-        "drain",
-        "--port",
-        engine_port(args),
+        *_probe(replica, args, "drain"),
         "--drain-file",
         DRAIN_FILE,
         "--running-metric",
-        traits.running_metric,
+        backend(replica.engine).probe_traits.running_metric,
         "--settle",
         str(DRAIN_SETTLE_S),
         "--limit",

@@ -45,20 +45,9 @@ LITELLM_COLUMNS = (
     "metadata",
 )
 # the columns every normalised SELECT has, in this order
-# a record's typed columns, as the store keeps them (TTFT in whole microseconds, `ok` from the status)
-TYPED = (
-    "ts",
-    "model",
-    "tenant",
-    "site",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached_prompt_tokens",
-    "ttft_us",
-    "status",
-    "ok",
-    "request_id",
-)
+# a record's typed columns, as the store keeps them: the record's own (request_record.COLUMNS), TTFT in whole
+# microseconds, and `ok` from the status beside the status
+TYPED = tuple(c for col in COLUMNS for c in ({"ttft_ms": ("ttft_us",), "status": ("status", "ok")}.get(col, (col,))))
 NORMALISED = ("line", *TYPED, "problem")
 _JSONL = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
 _CSV = (".csv", ".csv.gz")
