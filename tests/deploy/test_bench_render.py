@@ -18,4 +18,4 @@ def test_render_benchmark_runs(baseline: bool) -> None:
     argv = [sys.executable, str(BENCH), "--runs", "1", "--replicas", "10", *(["--baseline"] if baseline else [])]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("   10 replicas: 69 objects, median"), done.stdout
+    assert done.stdout.startswith("   10 replicas: 71 objects, median"), done.stdout

@@ -142,6 +142,7 @@ def test_a_tenant_key_reaches_only_the_inference_routes(site: Pods) -> None:
 
 def test_the_master_key_opens_the_admin_routes_and_no_requests(site: Pods, tmp_path: Path) -> None:
     from llm_fabric.gateway.config import build_gateway
+    from llm_fabric.gateway.endpoints import LocalRun
     from llm_fabric.gateway.run import start_gateway, write_gateway_files
     from llm_fabric.plan.document import load_plan
     from llm_fabric.site.loader import load_site
@@ -150,9 +151,7 @@ def test_the_master_key_opens_the_admin_routes_and_no_requests(site: Pods, tmp_p
         load_site(site.repo),
         load_plan(site.plan),
         site_id="brno",
-        endpoints={("qwen3-5", None): site.a.backends["brno"].url},
-        peers={},
-        local=True,
+        reach=LocalRun(engines={("qwen3-5", None): site.a.backends["brno"].url}),
     )
     write_gateway_files(files, tmp_path)
     proxy = start_gateway(tmp_path, tmp_path / "records", master_key="sk-fabric-test-master")

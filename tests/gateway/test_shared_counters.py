@@ -298,7 +298,8 @@ def test_sites_with_a_store_each_admit_their_share_of_the_budget(two_sites: tupl
     served = sum(1 for b in brno.backends.values() for r in b.served() if r.get("tenant") == "federated")
     assert served * TOKENS_A_REQUEST == 100  # the federation's budget, not each site's
     status, _, body = vienna.chat("federated", "qwen3-5", hi("federated"))
-    assert status == 429 and "has spent its monthly budget (40 of its 40 tokens in " in body["error"]["message"]
+    spent = "has spent its monthly budget (40 of the 40 tokens that are this site's share of its budget of 100 in "
+    assert status == 429 and spent in body["error"]["message"]
 
 
 def test_without_redis_server_make_test_fails_naming_the_install_step(

@@ -307,7 +307,8 @@ def test_over_a_render_in_the_repo_the_hint_followed_works(site_repo: Path, way:
     out = site_repo / "deploy"
     rendered = fabric("render", "-C", str(site_repo), "--plan", str(plan), "--out", str(out), "--site", "brno")
     assert rendered.returncode == 0, rendered.stdout + rendered.stderr
-    args = ["nodes", "remediate", "-C", str(site_repo), "--node", "hgx-h100-tuwien", "--xid", "79"]
+    key = str(site_repo.parent / f"{site_repo.name}.enrollment.key")
+    args = ["nodes", "remediate", "-C", str(site_repo), "--key", key, "--node", "hgx-h100-tuwien", "--xid", "79"]
     refused = fabric(*args)
     assert refused.returncode == 2
     assert "`fabric nodes remediate` depends on uncommitted changes: deploy/" in refused.stderr
@@ -326,7 +327,8 @@ def test_over_a_render_in_the_repo_the_hint_followed_works(site_repo: Path, way:
 def test_over_an_edited_file_the_hint_followed_works(site_repo: Path) -> None:
     tenant = site_repo / "tenants" / "tuwien-ai.yaml"
     tenant.write_text(tenant.read_text() + "# an edit in progress\n")
-    args = ["nodes", "remediate", "-C", str(site_repo), "--node", "hgx-h100-tuwien", "--xid", "79"]
+    key = str(site_repo.parent / f"{site_repo.name}.enrollment.key")
+    args = ["nodes", "remediate", "-C", str(site_repo), "--key", key, "--node", "hgx-h100-tuwien", "--xid", "79"]
     keep, undo = _hint_commands(fabric(*args).stderr)
     assert subprocess.run(undo, shell=True, check=False).returncode == 0, undo
     assert fabric(*args).returncode == 0

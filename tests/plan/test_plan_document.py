@@ -140,7 +140,8 @@ def test_the_positional_site_repo_still_works_with_a_note(
     assert "deprecated" in capsys.readouterr().err
     monkeypatch.chdir(site_repo)
     assert main(["validate"]) == 0  # inside the site repo: no flag
-    assert "valid: ." in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert said.startswith(f"valid: {Path.cwd()} (") and "valid: ." not in said  # the folder named (issue 41.11)
     monkeypatch.setenv("FABRIC_SITE_REPO", str(site_repo))
     monkeypatch.chdir(site_repo.parent)
     assert main(["validate", "--json"]) == 0

@@ -282,6 +282,7 @@ def nodes_remediate_command(
     import os
     import time
 
+    from llm_fabric.site.root import require_site_root
     from llm_fabric.trust.signatures import KEY_ENV, load_private_key
 
     if (node is None) != (xid is None):
@@ -293,6 +294,7 @@ def nodes_remediate_command(
         )
     if watch is not None and prometheus_url is None:
         raise UsageError("--watch polls Prometheus", hint="give --prometheus URL with --watch")
+    require_site_root(site_repo)  # outside a site repo, that is the mistake to name (not the key)
     configured = key_path or (Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None)
     if configured is None:  # an unattended signer must be told which key it signs with, never find one itself
         raise UsageError(
