@@ -42,8 +42,8 @@ def check_one_fingerprint(plan: Plan) -> None:
 
     Replicas of one deployment configured differently (another context length, KV dtype, parser...)
     answer the same request differently with a 200 (seed 002): such a plan is refused, naming the
-    replicas and the differing fields. A plan written before fingerprints carries none: with no
-    fingerprint on any replica of a deployment there is nothing to compare.
+    replicas and the differing fields (every replica carries its fingerprint: `load_plan` refuses a plan
+    without).
 
     A rollout's surge replicas count as replicas of their deployment, and nothing else is accepted
     during a rollout: the plan is the merged revision's, so its replicas already carry the new
@@ -55,24 +55,21 @@ def check_one_fingerprint(plan: Plan) -> None:
     for name in sorted({r.deployment for r in plan.replicas}):
         members = [(member_id(r, False), r) for r in plan.replicas_of(name)]
         members += [(member_id(s.placement, True), s.placement) for s in plan_surges(plan, name)]
-        groups: dict[str | None, list[str]] = {}
+        groups: dict[str, list[str]] = {}
         for ident, r in members:
-            groups.setdefault(r.config_fingerprint.sha256 if r.config_fingerprint else None, []).append(ident)
+            groups.setdefault(r.config_fingerprint.sha256, []).append(ident)
         if len(groups) < 2:
             continue
         first_id, first = members[0]
         by_id = dict(members)
         for key, idents in groups.items():
-            if key == (first.config_fingerprint.sha256 if first.config_fingerprint else None):
+            if key == first.config_fingerprint.sha256:
                 continue
             other = by_id[idents[0]]
-            if first.config_fingerprint is None or other.config_fingerprint is None:
-                fields = "one of them has no fingerprint (a plan written before fingerprints)"
-            else:
-                fields = (
-                    f"{first.config_fingerprint.describe_differences(other.config_fingerprint)} "
-                    f"(fingerprint {first.config_fingerprint.short} vs {other.config_fingerprint.short})"
-                )
+            fields = (
+                f"{first.config_fingerprint.describe_differences(other.config_fingerprint)} "
+                f"(fingerprint {first.config_fingerprint.short} vs {other.config_fingerprint.short})"
+            )
             problems.append(
                 Problem(
                     f"deployment `{name}`: replica {first_id} and replica(s) {', '.join(idents)} are configured "
